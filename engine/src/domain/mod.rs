@@ -1,0 +1,151 @@
+//! The domain: [`Engine`] and its operations. Each operation that changes state is one
+//! transaction that also appends to `job_events` (invariant 7), and talks to storage only
+//! through [`Store`].
+//!
+//! Where to find what:
+//! - the dedup insert (invariant 1): [`submit`](Engine::submit) in `submit.rs`;
+//! - dispatch and heartbeats (leases, fencing): `dispatch.rs`;
+//! - the CAS commit (invariant 4): [`complete`](Engine::complete) in `commit.rs`;
+//! - retry and failover after an attempt ends: `policy.rs`;
+//! - manual attempts and cancellation: `intervene.rs`;
+//! - the lease reaper (invariant 3): [`reap`](Engine::reap) in `reaper.rs`;
+//! - output contracts and certifications (invariant 6): `contracts.rs`;
+//! - read views: `views.rs`.
+
+mod commit;
+mod contracts;
+mod dispatch;
+mod intervene;
+mod policy;
+mod reaper;
+mod submit;
+mod views;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::error::{EngineError, StoreError};
+use crate::model::Scope;
+use crate::store::{NewEvent, Store, StoreTx};
+
+pub use commit::{Completion, CompletionBody};
+pub use dispatch::{ClaimRequest, HeartbeatAck};
+pub use reaper::ReapReport;
+pub use submit::Submission;
+pub use views::{JobListQuery, JobPage, StuckAttemptsQuery};
+
+/// The engine: every domain operation of DESIGN.md over one [`Store`]. Cheap to clone;
+/// any number of engines may run against one database at once.
+#[derive(Clone)]
+pub struct Engine {
+    store: Arc<dyn Store>,
+    contracts: Arc<contracts::ValidatorCache>,
+}
+
+/// Who did something, as written to `job_events.actor`.
+pub(crate) mod actor {
+    /// The engine itself (policy decisions, closing slots).
+    pub const ENGINE: &str = "engine";
+    /// The lease reaper.
+    pub const REAPER: &str = "reaper";
+
+    /// A client acting for `owner`.
+    pub fn client(owner: &str) -> String {
+        format!("client:{owner}")
+    }
+    /// A worker.
+    pub fn worker(worker_id: &str) -> String {
+        format!("worker:{worker_id}")
+    }
+    /// An operator.
+    pub fn operator(name: &str) -> String {
+        format!("operator:{name}")
+    }
+}
+
+/// Runs a transactional operation again when the database reports a deadlock or a
+/// serialization failure; each try is a fresh transaction.
+macro_rules! retry_transient {
+    ($op:expr) => {{
+        let mut tries = 0u32;
+        loop {
+            match $op.await {
+                Err($crate::error::EngineError::Internal(e)) if e.is_transient() && tries < 5 => {
+                    tries += 1;
+                    tracing::debug!(error = %e, tries, "transient database error, retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(5 * u64::from(tries))).await;
+                }
+                other => break other,
+            }
+        }
+    }};
+}
+pub(crate) use retry_transient;
+
+impl Engine {
+    /// An engine over `store`. Call [`Engine::migrate`] once before use on a new database.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Engine { store, contracts: Arc::new(contracts::ValidatorCache::default()) }
+    }
+
+    /// Connects to PostgreSQL at `url` (pool of `max_connections`).
+    pub async fn connect_postgres(url: &str, max_connections: u32) -> Result<Self, EngineError> {
+        let store = crate::store::postgres::PgStore::connect(url, max_connections)
+            .await
+            .map_err(EngineError::Unavailable)?;
+        Ok(Engine::new(Arc::new(store)))
+    }
+
+    /// Applies pending migrations.
+    pub async fn migrate(&self) -> Result<(), EngineError> {
+        Ok(self.store.migrate().await?)
+    }
+
+    /// Answers `Ok` when the database answers.
+    pub async fn ping(&self) -> Result<(), EngineError> {
+        self.store.ping().await.map_err(EngineError::Unavailable)
+    }
+
+    async fn begin(&self) -> Result<Box<dyn StoreTx>, EngineError> {
+        Ok(self.store.begin().await?)
+    }
+}
+
+/// Collects the events of one transaction and writes them with one statement.
+pub(crate) struct Events {
+    owner_id: String,
+    job_id: Uuid,
+    pending: Vec<NewEvent>,
+}
+
+impl Events {
+    pub(crate) fn for_job(owner_id: &str, job_id: Uuid) -> Self {
+        Events { owner_id: owner_id.to_owned(), job_id, pending: Vec::new() }
+    }
+
+    pub(crate) fn push(&mut self, kind: &'static str, attempt_id: Option<Uuid>, actor: &str, data: Value) {
+        self.pending.push(NewEvent {
+            owner_id: self.owner_id.clone(),
+            job_id: self.job_id,
+            kind,
+            attempt_id,
+            actor: actor.to_owned(),
+            data,
+        });
+    }
+
+    pub(crate) async fn flush(self, tx: &mut dyn StoreTx) -> Result<(), StoreError> {
+        tx.append_events(&self.pending).await
+    }
+}
+
+/// Checks that a scope may act on rows of `owner`.
+pub(crate) fn visible(scope: &Scope, owner: &str) -> Result<(), EngineError> {
+    if scope.allows(owner) {
+        Ok(())
+    } else {
+        Err(EngineError::NotFound)
+    }
+}

@@ -1,0 +1,134 @@
+//! Submitting a job: the dedup insert (invariant 1).
+
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{actor, retry_transient, Engine, Events};
+use crate::error::EngineError;
+use crate::model::{event, JobKind, JobView, Scope};
+use crate::request::{check_idempotency_key, JobRequest, JobTarget};
+use crate::store::{NewActivity, NewAttempt, NewJob};
+
+/// The answer to a submission.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The job, as it is now.
+    pub job: JobView,
+    /// `true` when the key and fingerprint were seen before and this is that job.
+    pub replayed: bool,
+}
+
+impl Engine {
+    /// Submits an intent for `owner` under `idempotency_key`.
+    ///
+    /// Guarantees: any number of concurrent submissions with the same owner and key yield
+    /// one job, created exactly once; the others get that job with `replayed: true` if
+    /// their request fingerprint matches, or [`EngineError::IdempotencyKeyReused`] (and
+    /// nothing changes) if it does not. For an activity job, activity 0 and its attempt 1
+    /// at the first provider are created with the job.
+    pub async fn submit(
+        &self,
+        owner: &str,
+        idempotency_key: &str,
+        request: &JobRequest,
+    ) -> Result<Submission, EngineError> {
+        check_idempotency_key(idempotency_key)?;
+        request.validate()?;
+        let fingerprint = request.fingerprint();
+        let (job_id, replayed) =
+            retry_transient!(self.submit_once(owner, idempotency_key, request, &fingerprint))?;
+        let job = self
+            .store
+            .job_view(&Scope::Owner(owner.to_owned()), job_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        Ok(Submission { job, replayed })
+    }
+
+    async fn submit_once(
+        &self,
+        owner: &str,
+        key: &str,
+        request: &JobRequest,
+        fingerprint: &str,
+    ) -> Result<(Uuid, bool), EngineError> {
+        let mut tx = self.begin().await?;
+        let (kind, workflow, activity) = match &request.target {
+            JobTarget::Workflow { name } => (JobKind::Workflow, Some(name.clone()), None),
+            JobTarget::Activity { name, .. } => (JobKind::Activity, None, Some(name.clone())),
+        };
+        let job = NewJob {
+            owner_id: owner.to_owned(),
+            id: Uuid::now_v7(),
+            idempotency_key: key.to_owned(),
+            fingerprint: fingerprint.to_owned(),
+            kind,
+            workflow,
+            activity,
+            task_queue: request.task_queue.clone(),
+            input: request.input.clone(),
+        };
+        let who = actor::client(owner);
+        // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
+        if !tx.insert_job(&job).await? {
+            let existing = tx.job_by_idempotency_key(owner, key).await?.ok_or_else(|| {
+                EngineError::Internal(crate::error::StoreError::Corrupt(
+                    "idempotency key conflicted but no job holds it".into(),
+                ))
+            })?;
+            if existing.fingerprint != fingerprint {
+                return Err(EngineError::IdempotencyKeyReused { job_id: existing.id });
+            }
+            tx.lock_job(owner, existing.id).await?;
+            let mut events = Events::for_job(owner, existing.id);
+            events.push(event::JOB_REPLAYED, None, &who, json!({ "idempotency_key": key }));
+            events.flush(tx.as_mut()).await?;
+            tx.commit().await?;
+            return Ok((existing.id, true));
+        }
+
+        let mut events = Events::for_job(owner, job.id);
+        events.push(event::JOB_CREATED, None, &who, json!({ "idempotency_key": key, "kind": kind }));
+        if let JobTarget::Activity { name, providers, options } = &request.target {
+            let activity = NewActivity {
+                owner_id: owner.to_owned(),
+                id: Uuid::now_v7(),
+                job_id: job.id,
+                seq: 0,
+                name: name.clone(),
+                providers: providers.clone(),
+                options: options.clone(),
+                task_queue: request.task_queue.clone(),
+                input: request.input.clone(),
+            };
+            tx.insert_activity(&activity).await?;
+            let attempt = NewAttempt {
+                owner_id: owner.to_owned(),
+                id: Uuid::now_v7(),
+                activity_id: activity.id,
+                job_id: job.id,
+                number: 1,
+                activity: name.clone(),
+                task_queue: request.task_queue.clone(),
+                provider: providers[0].clone(),
+                delay_ms: 0,
+                schedule_to_start_timeout_s: options.schedule_to_start_timeout_s,
+            };
+            let inserted = tx.insert_attempt(&attempt).await?.ok_or_else(|| {
+                EngineError::Internal(crate::error::StoreError::Corrupt(
+                    "a new activity already had a live attempt".into(),
+                ))
+            })?;
+            events.push(
+                event::ATTEMPT_SCHEDULED,
+                Some(inserted.id),
+                &who,
+                json!({ "seq": 0, "provider": inserted.provider, "number": 1, "reason": "first" }),
+            );
+        }
+        events.flush(tx.as_mut()).await?;
+        tx.commit().await?;
+        tracing::info!(job_id = %job.id, owner, idempotency_key = key, "job created");
+        Ok((job.id, false))
+    }
+}

@@ -1,0 +1,115 @@
+//! Read views: a job with its activities and attempts, its history, job lists and stuck
+//! attempts. Reads never change state.
+
+use uuid::Uuid;
+
+use super::Engine;
+use crate::error::EngineError;
+use crate::model::{AttemptStatus, JobEvent, JobStatus, JobView, Scope, StuckAttempt};
+use crate::store::{JobQuery, StuckQuery};
+
+/// Filters for [`Engine::list_jobs`].
+#[derive(Debug, Clone, Default)]
+pub struct JobListQuery {
+    /// Narrow an all-owners scope to one owner (ignored for a single-owner scope).
+    pub owner: Option<String>,
+    pub status: Option<JobStatus>,
+    pub workflow: Option<String>,
+    pub activity: Option<String>,
+    /// 1 to 500; default 50.
+    pub limit: Option<u32>,
+    /// The cursor from a previous page's `next`.
+    pub after: Option<String>,
+}
+
+/// One page of jobs, newest first.
+#[derive(Debug, Clone)]
+pub struct JobPage {
+    pub jobs: Vec<JobView>,
+    /// The cursor of the next page, if there is one.
+    pub next: Option<String>,
+}
+
+/// Filters for [`Engine::stuck_attempts`].
+#[derive(Debug, Clone)]
+pub struct StuckAttemptsQuery {
+    /// Some of `started`, `unknown`; empty means both.
+    pub statuses: Vec<AttemptStatus>,
+    /// Only attempts in their status for at least this long.
+    pub older_than_s: u64,
+    /// 1 to 500; default 100.
+    pub limit: Option<u32>,
+}
+
+impl Engine {
+    /// A job visible in `scope`, with its activities and their attempts. Another owner's
+    /// job answers [`EngineError::NotFound`] (invariant 8).
+    pub async fn job(&self, scope: &Scope, job_id: Uuid) -> Result<JobView, EngineError> {
+        self.store.job_view(scope, job_id).await?.ok_or(EngineError::NotFound)
+    }
+
+    /// A job's append-only history, in order.
+    pub async fn job_events(&self, scope: &Scope, job_id: Uuid) -> Result<Vec<JobEvent>, EngineError> {
+        self.store.job_events(scope, job_id).await?.ok_or(EngineError::NotFound)
+    }
+
+    /// Jobs visible in `scope`, newest first, a page at a time.
+    pub async fn list_jobs(&self, scope: &Scope, query: &JobListQuery) -> Result<JobPage, EngineError> {
+        let limit = query.limit.unwrap_or(50);
+        if !(1..=500).contains(&limit) {
+            return Err(EngineError::invalid_request("limit: must be between 1 and 500"));
+        }
+        let before_id = match &query.after {
+            None => None,
+            Some(cursor) => Some(
+                Uuid::parse_str(cursor)
+                    .map_err(|_| EngineError::invalid_request("after: not a cursor from a previous page"))?,
+            ),
+        };
+        let owner = match scope {
+            Scope::Owner(o) => Some(o.clone()),
+            Scope::AllOwners => query.owner.clone(),
+        };
+        let mut jobs = self
+            .store
+            .list_jobs(&JobQuery {
+                owner,
+                status: query.status,
+                workflow: query.workflow.clone(),
+                activity: query.activity.clone(),
+                before_id,
+                limit: i64::from(limit) + 1,
+            })
+            .await?;
+        let next = if jobs.len() > limit as usize {
+            jobs.truncate(limit as usize);
+            jobs.last().map(|j| j.id.to_string())
+        } else {
+            None
+        };
+        Ok(JobPage { jobs, next })
+    }
+
+    /// Attempts `started` or `unknown` for at least `older_than_s`, across owners, oldest
+    /// first. Age counts from `started_at` for `started` and from the moment the lease
+    /// expired for `unknown`.
+    pub async fn stuck_attempts(&self, query: &StuckAttemptsQuery) -> Result<Vec<StuckAttempt>, EngineError> {
+        let limit = query.limit.unwrap_or(100);
+        if !(1..=500).contains(&limit) {
+            return Err(EngineError::invalid_request("limit: must be between 1 and 500"));
+        }
+        let mut statuses = query.statuses.clone();
+        if statuses.is_empty() {
+            statuses = vec![AttemptStatus::Started, AttemptStatus::Unknown];
+        }
+        if let Some(other) = statuses.iter().find(|s| !matches!(s, AttemptStatus::Started | AttemptStatus::Unknown)) {
+            return Err(EngineError::invalid_request(format!(
+                "status: `{other}` is not a stuck status (use started, unknown)"
+            )));
+        }
+        Ok(self
+            .store
+            .stuck_attempts(&StuckQuery { statuses, older_than_s: query.older_than_s, limit: i64::from(limit) })
+            .await?)
+    }
+}

@@ -1,0 +1,169 @@
+//! Errors, one enum per layer. [`EngineError`] variants carry exactly the error codes of
+//! API.md; [`EngineError::code`] and [`EngineError::http_status`] are the one place where
+//! they are mapped.
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::model::AttemptStatus;
+
+/// Errors of the storage layer. They never reach clients as such: the engine turns them
+/// into [`EngineError::Internal`] or [`EngineError::Unavailable`].
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database answered with an error or could not be reached.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A row held a value the domain does not know (e.g. an unknown status word).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Whether retrying the whole transaction may succeed (deadlock or serialization
+    /// failure detected by the database).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) => {
+                matches!(db.code().as_deref(), Some("40001") | Some("40P01"))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Errors of the domain, one variant per API.md error code.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// 400 `invalid_request`: a missing or wrong-typed field; the message names it.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// 400 `missing_idempotency_key`.
+    #[error("the Idempotency-Key header is required")]
+    MissingIdempotencyKey,
+    /// 400 `invalid_idempotency_key`.
+    #[error("the Idempotency-Key must be 1 to 255 visible ASCII characters (! to ~)")]
+    InvalidIdempotencyKey,
+    /// 401 `unauthenticated`.
+    #[error("missing or unknown token")]
+    Unauthenticated,
+    /// 403 `forbidden`.
+    #[error("this token's role may not do this")]
+    Forbidden,
+    /// 404 `not_found`: unknown id, or an id of another owner (invariant 8).
+    #[error("not found")]
+    NotFound,
+    /// 409 `idempotency_key_reused`: the key names another intent.
+    #[error("this Idempotency-Key was already used for a different request (job {job_id})")]
+    IdempotencyKeyReused { job_id: Uuid },
+    /// 409 `attempt_in_flight`: a live attempt exists (invariant 2).
+    #[error("attempt {attempt_id} is still {status}; resolve or cancel it first")]
+    AttemptInFlight { attempt_id: Uuid, status: AttemptStatus },
+    /// 409 `provider_not_certified` (invariant 6).
+    #[error("provider {provider} cannot take over: {reason}")]
+    ProviderNotCertified { provider: String, reason: String },
+    /// 409 `activity_completed`: the result slot is taken or the job is closed.
+    #[error("the activity's result slot is already taken or its job is closed")]
+    ActivityCompleted,
+    /// 409 `job_finished`.
+    #[error("the job already finished")]
+    JobFinished,
+    /// 409 `lease_lost`: wrong lease token, or the attempt is finished (invariant 5).
+    #[error("the lease token does not hold this attempt")]
+    LeaseLost,
+    /// 409 `attempt_not_cancellable`.
+    #[error("attempt is {status} and can no longer be cancelled")]
+    AttemptNotCancellable { status: AttemptStatus },
+    /// 422 `contract_violation`: the result fails the activity's output contract.
+    #[error("the result does not satisfy the output contract: {}", errors.join("; "))]
+    ContractViolation { contract_hash: String, errors: Vec<String> },
+    /// 503 `unavailable`: the database does not answer.
+    #[error("the database is unavailable")]
+    Unavailable(#[source] StoreError),
+    /// 500 `internal`: a bug or a database failure that is not the client's doing.
+    #[error("internal error")]
+    Internal(#[source] StoreError),
+}
+
+impl EngineError {
+    /// An `invalid_request` error with a message naming the field.
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        EngineError::InvalidRequest(message.into())
+    }
+
+    /// The API.md error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::InvalidRequest(_) => "invalid_request",
+            EngineError::MissingIdempotencyKey => "missing_idempotency_key",
+            EngineError::InvalidIdempotencyKey => "invalid_idempotency_key",
+            EngineError::Unauthenticated => "unauthenticated",
+            EngineError::Forbidden => "forbidden",
+            EngineError::NotFound => "not_found",
+            EngineError::IdempotencyKeyReused { .. } => "idempotency_key_reused",
+            EngineError::AttemptInFlight { .. } => "attempt_in_flight",
+            EngineError::ProviderNotCertified { .. } => "provider_not_certified",
+            EngineError::ActivityCompleted => "activity_completed",
+            EngineError::JobFinished => "job_finished",
+            EngineError::LeaseLost => "lease_lost",
+            EngineError::AttemptNotCancellable { .. } => "attempt_not_cancellable",
+            EngineError::ContractViolation { .. } => "contract_violation",
+            EngineError::Unavailable(_) => "unavailable",
+            EngineError::Internal(_) => "internal",
+        }
+    }
+
+    /// The HTTP status API.md gives this error.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            EngineError::InvalidRequest(_)
+            | EngineError::MissingIdempotencyKey
+            | EngineError::InvalidIdempotencyKey => 400,
+            EngineError::Unauthenticated => 401,
+            EngineError::Forbidden => 403,
+            EngineError::NotFound => 404,
+            EngineError::IdempotencyKeyReused { .. }
+            | EngineError::AttemptInFlight { .. }
+            | EngineError::ProviderNotCertified { .. }
+            | EngineError::ActivityCompleted
+            | EngineError::JobFinished
+            | EngineError::LeaseLost
+            | EngineError::AttemptNotCancellable { .. } => 409,
+            EngineError::ContractViolation { .. } => 422,
+            EngineError::Unavailable(_) => 503,
+            EngineError::Internal(_) => 500,
+        }
+    }
+
+    /// The `details` object of the error body (`{}` when there is nothing to add).
+    pub fn details(&self) -> Value {
+        match self {
+            EngineError::IdempotencyKeyReused { job_id } => json!({ "job_id": job_id }),
+            EngineError::AttemptInFlight { attempt_id, status } => {
+                json!({ "attempt_id": attempt_id, "status": status })
+            }
+            EngineError::ProviderNotCertified { provider, reason } => {
+                json!({ "provider": provider, "reason": reason })
+            }
+            EngineError::AttemptNotCancellable { status } => json!({ "status": status }),
+            EngineError::ContractViolation { contract_hash, errors } => {
+                json!({ "contract_hash": contract_hash, "errors": errors })
+            }
+            _ => json!({}),
+        }
+    }
+}
+
+impl From<StoreError> for EngineError {
+    fn from(err: StoreError) -> Self {
+        match &err {
+            StoreError::Database(
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_),
+            ) => EngineError::Unavailable(err),
+            _ => EngineError::Internal(err),
+        }
+    }
+}

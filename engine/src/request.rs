@@ -1,0 +1,471 @@
+//! Job requests: parsing the body of `POST /v1/jobs` with every default filled in, and the
+//! request fingerprint that tells a replay from a reused idempotency key.
+
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Number, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::EngineError;
+use crate::model::{ActivityOptions, Failover, RetryPolicy};
+
+/// What a job runs: workflow code, or one activity with an ordered provider list.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobTarget {
+    /// A workflow job: Rust workflow code run by a worker.
+    Workflow { name: String },
+    /// An activity job: one activity, providers tried in order.
+    Activity { name: String, providers: Vec<String>, options: ActivityOptions },
+}
+
+/// A job submission with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRequest {
+    /// What the job runs.
+    pub target: JobTarget,
+    /// The job's input, any JSON.
+    pub input: Value,
+    /// The task queue its work is dispatched on.
+    pub task_queue: String,
+}
+
+impl JobRequest {
+    /// An activity job with default options on the `default` task queue.
+    pub fn activity(name: &str, providers: &[&str], input: Value) -> Self {
+        JobRequest {
+            target: JobTarget::Activity {
+                name: name.to_owned(),
+                providers: providers.iter().map(|p| (*p).to_owned()).collect(),
+                options: ActivityOptions::default(),
+            },
+            input,
+            task_queue: "default".to_owned(),
+        }
+    }
+
+    /// A workflow job on the `default` task queue.
+    pub fn workflow(name: &str, input: Value) -> Self {
+        JobRequest {
+            target: JobTarget::Workflow { name: name.to_owned() },
+            input,
+            task_queue: "default".to_owned(),
+        }
+    }
+
+    /// Replaces the activity options (no effect on a workflow job).
+    pub fn with_options(mut self, new: ActivityOptions) -> Self {
+        if let JobTarget::Activity { options, .. } = &mut self.target {
+            *options = new;
+        }
+        self
+    }
+
+    /// Parses a `POST /v1/jobs` body. Missing fields get API.md's defaults, field by
+    /// field; `null` for a timeout means none. Errors name the offending field.
+    pub fn from_json(body: &Value) -> Result<Self, EngineError> {
+        let raw: RawJobRequest = serde_path_to_error::deserialize(body).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path == "." {
+                EngineError::invalid_request(inner.to_string())
+            } else {
+                EngineError::invalid_request(format!("{path}: {inner}"))
+            }
+        })?;
+        let target = match (raw.workflow, raw.activity) {
+            (Some(_), Some(_)) => {
+                return Err(EngineError::invalid_request(
+                    "exactly one of `workflow` or `activity` is allowed, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(EngineError::invalid_request(
+                    "one of `workflow` or `activity` is required",
+                ))
+            }
+            (Some(name), None) => {
+                if raw.providers.is_some() || raw.options.is_some() {
+                    return Err(EngineError::invalid_request(
+                        "`providers` and `options` belong to activity jobs, not workflow jobs",
+                    ));
+                }
+                JobTarget::Workflow { name }
+            }
+            (None, Some(name)) => {
+                let providers = raw.providers.ok_or_else(|| {
+                    EngineError::invalid_request("providers: required for an activity job")
+                })?;
+                let options = raw.options.unwrap_or_default().resolve();
+                JobTarget::Activity { name, providers, options }
+            }
+        };
+        let request = JobRequest {
+            target,
+            input: raw.input.unwrap_or(Value::Null),
+            task_queue: raw.task_queue.unwrap_or_else(|| "default".to_owned()),
+        };
+        request.validate()?;
+        Ok(request)
+    }
+
+    /// Checks the rules serde cannot: names, provider lists and option ranges.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        check_name("task_queue", &self.task_queue)?;
+        match &self.target {
+            JobTarget::Workflow { name } => check_name("workflow", name),
+            JobTarget::Activity { name, providers, options } => {
+                check_name("activity", name)?;
+                if providers.is_empty() {
+                    return Err(EngineError::invalid_request(
+                        "providers: at least one provider is required",
+                    ));
+                }
+                for (i, provider) in providers.iter().enumerate() {
+                    check_name(&format!("providers[{i}]"), provider)?;
+                    if providers[..i].contains(provider) {
+                        return Err(EngineError::invalid_request(format!(
+                            "providers[{i}]: `{provider}` is listed twice"
+                        )));
+                    }
+                }
+                for (field, value) in [
+                    ("options.heartbeat_timeout_s", options.heartbeat_timeout_s),
+                    ("options.start_to_close_timeout_s", options.start_to_close_timeout_s),
+                    ("options.schedule_to_start_timeout_s", options.schedule_to_start_timeout_s),
+                ] {
+                    if let Some(v) = value {
+                        if v == 0 || v > MAX_TIMEOUT_S {
+                            return Err(EngineError::invalid_request(format!(
+                                "{field}: must be between 1 and {MAX_TIMEOUT_S}, or null for none"
+                            )));
+                        }
+                    }
+                }
+                let retry = &options.retry;
+                if retry.max_attempts_per_provider == 0 || retry.max_attempts_per_provider > 1000 {
+                    return Err(EngineError::invalid_request(
+                        "options.retry.max_attempts_per_provider: must be between 1 and 1000",
+                    ));
+                }
+                if retry.max_backoff_ms > MAX_TIMEOUT_S * 1000 {
+                    return Err(EngineError::invalid_request(format!(
+                        "options.retry.max_backoff_ms: must be at most {}",
+                        MAX_TIMEOUT_S * 1000
+                    )));
+                }
+                if retry.initial_backoff_ms > retry.max_backoff_ms {
+                    return Err(EngineError::invalid_request(
+                        "options.retry.initial_backoff_ms: must not exceed max_backoff_ms",
+                    ));
+                }
+                if !retry.multiplier.is_finite() || !(1.0..=100.0).contains(&retry.multiplier) {
+                    return Err(EngineError::invalid_request(
+                        "options.retry.multiplier: must be between 1.0 and 100.0",
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The request fingerprint: SHA-256 of the canonical form of the whole request with
+    /// every default filled in (keys sorted, numbers compared by value). Key order,
+    /// whitespace, `2` versus `2.0` and spelled-out defaults never change it.
+    pub fn fingerprint(&self) -> String {
+        let mut body = Map::new();
+        match &self.target {
+            JobTarget::Workflow { name } => {
+                body.insert("workflow".into(), Value::String(name.clone()));
+            }
+            JobTarget::Activity { name, providers, options } => {
+                body.insert("activity".into(), Value::String(name.clone()));
+                body.insert("providers".into(), serde_json::json!(providers));
+                body.insert("options".into(), serde_json::json!(options));
+            }
+        }
+        body.insert("input".into(), self.input.clone());
+        body.insert("task_queue".into(), Value::String(self.task_queue.clone()));
+        sha256_hex(canonical_json(&Value::Object(body)).as_bytes())
+    }
+}
+
+/// The longest timeout accepted: one year.
+const MAX_TIMEOUT_S: u64 = 365 * 24 * 3600;
+
+fn check_name(field: &str, value: &str) -> Result<(), EngineError> {
+    if value.is_empty() || value.len() > 255 || value.chars().any(|c| c.is_control()) {
+        return Err(EngineError::invalid_request(format!(
+            "{field}: must be 1 to 255 characters without control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(64);
+    for byte in digest {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}
+
+/// The canonical text of a JSON value: object keys sorted, no whitespace, and numbers
+/// written by value (an integral float such as `2.0` is written `2`).
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Null | Value::Bool(_) | Value::String(_) => out.push_str(&value.to_string()),
+        Value::Number(n) => out.push_str(&canonical_number(n)),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn canonical_number(n: &Number) -> String {
+    if let Some(i) = n.as_i64() {
+        return i.to_string();
+    }
+    if let Some(u) = n.as_u64() {
+        return u.to_string();
+    }
+    match n.as_f64() {
+        // Integral floats that fit exactly are the same number as the integer.
+        Some(f) if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 => {
+            (f as i64).to_string()
+        }
+        Some(f) => format!("{f:e}"),
+        None => n.to_string(),
+    }
+}
+
+/// `Some(value)` when present (including `Some(None)` for an explicit null).
+fn nullable<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer)
+}
+
+#[derive(Deserialize)]
+struct RawJobRequest {
+    #[serde(default)]
+    workflow: Option<String>,
+    #[serde(default)]
+    activity: Option<String>,
+    #[serde(default)]
+    providers: Option<Vec<String>>,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    task_queue: Option<String>,
+    #[serde(default)]
+    options: Option<RawOptions>,
+}
+
+fn default_heartbeat() -> Option<u64> {
+    ActivityOptions::default().heartbeat_timeout_s
+}
+fn default_start_to_close() -> Option<u64> {
+    ActivityOptions::default().start_to_close_timeout_s
+}
+
+#[derive(Deserialize)]
+struct RawOptions {
+    #[serde(default = "default_heartbeat", deserialize_with = "nullable")]
+    heartbeat_timeout_s: Option<u64>,
+    #[serde(default = "default_start_to_close", deserialize_with = "nullable")]
+    start_to_close_timeout_s: Option<u64>,
+    #[serde(default, deserialize_with = "nullable")]
+    schedule_to_start_timeout_s: Option<u64>,
+    #[serde(default)]
+    failover: Option<Failover>,
+    #[serde(default)]
+    retry: Option<RawRetry>,
+}
+
+impl Default for RawOptions {
+    fn default() -> Self {
+        RawOptions {
+            heartbeat_timeout_s: default_heartbeat(),
+            start_to_close_timeout_s: default_start_to_close(),
+            schedule_to_start_timeout_s: None,
+            failover: None,
+            retry: None,
+        }
+    }
+}
+
+impl RawOptions {
+    fn resolve(self) -> ActivityOptions {
+        let defaults = RetryPolicy::default();
+        let retry = self.retry.unwrap_or_default();
+        ActivityOptions {
+            heartbeat_timeout_s: self.heartbeat_timeout_s,
+            start_to_close_timeout_s: self.start_to_close_timeout_s,
+            schedule_to_start_timeout_s: self.schedule_to_start_timeout_s,
+            failover: self.failover.unwrap_or(Failover::Auto),
+            retry: RetryPolicy {
+                max_attempts_per_provider: retry
+                    .max_attempts_per_provider
+                    .unwrap_or(defaults.max_attempts_per_provider),
+                initial_backoff_ms: retry.initial_backoff_ms.unwrap_or(defaults.initial_backoff_ms),
+                max_backoff_ms: retry.max_backoff_ms.unwrap_or(defaults.max_backoff_ms),
+                multiplier: retry.multiplier.unwrap_or(defaults.multiplier),
+            },
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct RawRetry {
+    #[serde(default)]
+    max_attempts_per_provider: Option<u32>,
+    #[serde(default)]
+    initial_backoff_ms: Option<u64>,
+    #[serde(default)]
+    max_backoff_ms: Option<u64>,
+    #[serde(default)]
+    multiplier: Option<f64>,
+}
+
+/// Checks an `Idempotency-Key`: 1–255 visible ASCII characters (`!`…`~`). Empty counts
+/// as missing.
+pub fn check_idempotency_key(key: &str) -> Result<(), EngineError> {
+    if key.is_empty() {
+        return Err(EngineError::MissingIdempotencyKey);
+    }
+    if key.len() > 255 || !key.bytes().all(|b| (b'!'..=b'~').contains(&b)) {
+        return Err(EngineError::InvalidIdempotencyKey);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(body: &str) -> JobRequest {
+        let value: Value = serde_json::from_str(body).expect("test body is JSON");
+        JobRequest::from_json(&value).expect("test body is a valid request")
+    }
+
+    #[test]
+    fn key_order_whitespace_and_number_spelling_do_not_change_the_fingerprint() {
+        let a = parse(r#"{"activity":"generate","providers":["p"],"input":{"a":1,"b":[2.0,{"x":"y","w":3}]}}"#);
+        let b = parse(
+            r#"{ "input" : { "b" : [ 2, { "w" : 3.0, "x" : "y" } ], "a" : 1.0 },
+                 "providers" : [ "p" ], "activity" : "generate" }"#,
+        );
+        assert_eq!(a.fingerprint(), b.fingerprint());
+    }
+
+    #[test]
+    fn spelled_out_defaults_do_not_change_the_fingerprint() {
+        let short = parse(r#"{"activity":"generate","providers":["p"],"input":{}}"#);
+        let long = parse(
+            r#"{"activity":"generate","providers":["p"],"input":{},"task_queue":"default",
+                "options":{"heartbeat_timeout_s":30,"start_to_close_timeout_s":300,
+                "schedule_to_start_timeout_s":null,"failover":"auto",
+                "retry":{"max_attempts_per_provider":3,"initial_backoff_ms":200,
+                         "max_backoff_ms":30000,"multiplier":2}}}"#,
+        );
+        assert_eq!(short.fingerprint(), long.fingerprint());
+        assert_eq!(short, long);
+    }
+
+    #[test]
+    fn different_input_or_options_change_the_fingerprint() {
+        let base = parse(r#"{"activity":"generate","providers":["p"],"input":{"a":1}}"#);
+        let other_input = parse(r#"{"activity":"generate","providers":["p"],"input":{"a":2}}"#);
+        let other_order = parse(r#"{"activity":"generate","providers":["p","q"],"input":{"a":1}}"#);
+        let no_heartbeat = parse(
+            r#"{"activity":"generate","providers":["p"],"input":{"a":1},"options":{"heartbeat_timeout_s":null}}"#,
+        );
+        assert_ne!(base.fingerprint(), other_input.fingerprint());
+        assert_ne!(base.fingerprint(), other_order.fingerprint());
+        assert_ne!(base.fingerprint(), no_heartbeat.fingerprint());
+    }
+
+    #[test]
+    fn a_partial_retry_policy_gets_the_missing_defaults() {
+        let req = parse(
+            r#"{"activity":"a","providers":["p"],"options":{"retry":{"max_attempts_per_provider":5}}}"#,
+        );
+        let JobTarget::Activity { options, .. } = req.target else { panic!("activity job") };
+        assert_eq!(options.retry.max_attempts_per_provider, 5);
+        assert_eq!(options.retry.initial_backoff_ms, 200);
+        assert_eq!(options.heartbeat_timeout_s, Some(30));
+    }
+
+    #[test]
+    fn malformed_requests_name_the_field() {
+        for (body, needle) in [
+            (json!({"activity": "a", "providers": ["p"], "options": {"retry": {"multiplier": "x"}}}), "options.retry.multiplier"),
+            (json!({"activity": "a"}), "providers"),
+            (json!({"activity": "a", "providers": []}), "providers"),
+            (json!({"activity": "a", "providers": ["p", "p"]}), "providers[1]"),
+            (json!({"workflow": "w", "activity": "a"}), "exactly one"),
+            (json!({"input": {}}), "workflow"),
+            (json!({"activity": 3, "providers": ["p"]}), "activity"),
+            (json!({"activity": "a", "providers": ["p"], "options": {"heartbeat_timeout_s": 0}}), "heartbeat_timeout_s"),
+            (json!([1, 2]), "invalid type"),
+        ] {
+            let err = JobRequest::from_json(&body).expect_err("must be refused");
+            assert_eq!(err.code(), "invalid_request", "{body}");
+            assert!(err.to_string().contains(needle), "{body}: {err}");
+        }
+    }
+
+    #[test]
+    fn idempotency_keys_are_visible_ascii() {
+        assert!(matches!(check_idempotency_key(""), Err(EngineError::MissingIdempotencyKey)));
+        assert!(matches!(check_idempotency_key("a b"), Err(EngineError::InvalidIdempotencyKey)));
+        assert!(matches!(check_idempotency_key("é"), Err(EngineError::InvalidIdempotencyKey)));
+        assert!(matches!(
+            check_idempotency_key(&"k".repeat(256)),
+            Err(EngineError::InvalidIdempotencyKey)
+        ));
+        assert!(check_idempotency_key("order-42:charge/~!").is_ok());
+        assert!(check_idempotency_key(&"k".repeat(255)).is_ok());
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let retry = RetryPolicy { max_attempts_per_provider: 5, initial_backoff_ms: 200, max_backoff_ms: 1000, multiplier: 2.0 };
+        assert_eq!(retry.backoff_ms(0), 200);
+        assert_eq!(retry.backoff_ms(1), 400);
+        assert_eq!(retry.backoff_ms(2), 800);
+        assert_eq!(retry.backoff_ms(3), 1000);
+        assert_eq!(retry.backoff_ms(400), 1000);
+    }
+}

@@ -1,0 +1,1053 @@
+//! The PostgreSQL store. Every statement that guards an invariant says which.
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Row, Transaction};
+use uuid::Uuid;
+
+use super::{
+    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, JobQuery, JobRow,
+    LeaseExtension, NewActivity, NewAttempt, NewEvent, NewJob, Store, StoreResult, StoreTx,
+    StuckQuery,
+};
+use crate::error::StoreError;
+use crate::model::{
+    ActivityStatus, ActivityView, AttemptStatus, AttemptView, Certification, CompletionOutcome,
+    Contract, ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Scope, StuckAttempt,
+};
+
+/// The migrations of `migrations/postgres`, embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// A [`Store`] on PostgreSQL.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Wraps an existing pool.
+    pub fn new(pool: PgPool) -> Self {
+        PgStore { pool }
+    }
+
+    /// Connects to `url` with a pool of at most `max_connections`.
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect(url)
+            .await?;
+        Ok(PgStore { pool })
+    }
+
+    /// The underlying pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+const JOB_COLUMNS: &str = "owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, \
+     task_queue, input, status, version, result, error, completed_by, created_at, updated_at, \
+     finished_at";
+
+const ACTIVITY_COLUMNS: &str = "owner_id, id, job_id, seq, name, providers, options, task_queue, \
+     input, status, version, completed_by, result, error";
+
+const ATTEMPT_COLUMNS: &str = "owner_id, id, activity_id, job_id, number, activity, task_queue, \
+     provider, status, worker_id, lease_token, lease_expires_at, read_version, heartbeat_at, \
+     started_at, unknown_at, finished_at, error, completion_outcome, cancelled_by, cancel_reason, \
+     created_at";
+
+fn corrupt(what: &str, value: &str) -> StoreError {
+    StoreError::Corrupt(format!("unknown {what} `{value}`"))
+}
+
+fn json_error(row: &PgRow, column: &str) -> StoreResult<Option<ErrorInfo>> {
+    let value: Option<Value> = row.try_get(column)?;
+    value
+        .map(|v| serde_json::from_value(v).map_err(|e| StoreError::Corrupt(format!("{column}: {e}"))))
+        .transpose()
+}
+
+fn job_row(row: &PgRow) -> StoreResult<JobRow> {
+    let kind: String = row.try_get("kind")?;
+    let status: String = row.try_get("status")?;
+    Ok(JobRow {
+        owner_id: row.try_get("owner_id")?,
+        id: row.try_get("id")?,
+        idempotency_key: row.try_get("idempotency_key")?,
+        fingerprint: row.try_get("fingerprint")?,
+        kind: JobKind::parse(&kind).ok_or_else(|| corrupt("job kind", &kind))?,
+        workflow: row.try_get("workflow")?,
+        activity: row.try_get("activity")?,
+        task_queue: row.try_get("task_queue")?,
+        input: row.try_get("input")?,
+        status: JobStatus::parse(&status).ok_or_else(|| corrupt("job status", &status))?,
+        version: row.try_get("version")?,
+        result: row.try_get("result")?,
+        error: json_error(row, "error")?,
+        completed_by: row.try_get("completed_by")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        finished_at: row.try_get("finished_at")?,
+    })
+}
+
+fn activity_row(row: &PgRow) -> StoreResult<ActivityRow> {
+    let status: String = row.try_get("status")?;
+    let options: Value = row.try_get("options")?;
+    Ok(ActivityRow {
+        owner_id: row.try_get("owner_id")?,
+        id: row.try_get("id")?,
+        job_id: row.try_get("job_id")?,
+        seq: row.try_get("seq")?,
+        name: row.try_get("name")?,
+        providers: row.try_get("providers")?,
+        options: serde_json::from_value(options)
+            .map_err(|e| StoreError::Corrupt(format!("activity options: {e}")))?,
+        task_queue: row.try_get("task_queue")?,
+        input: row.try_get("input")?,
+        status: ActivityStatus::parse(&status).ok_or_else(|| corrupt("activity status", &status))?,
+        version: row.try_get("version")?,
+        completed_by: row.try_get("completed_by")?,
+        result: row.try_get("result")?,
+        error: json_error(row, "error")?,
+    })
+}
+
+fn attempt_row(row: &PgRow) -> StoreResult<AttemptRow> {
+    let status: String = row.try_get("status")?;
+    let outcome: Option<String> = row.try_get("completion_outcome")?;
+    Ok(AttemptRow {
+        owner_id: row.try_get("owner_id")?,
+        id: row.try_get("id")?,
+        activity_id: row.try_get("activity_id")?,
+        job_id: row.try_get("job_id")?,
+        number: row.try_get("number")?,
+        activity: row.try_get("activity")?,
+        task_queue: row.try_get("task_queue")?,
+        provider: row.try_get("provider")?,
+        status: AttemptStatus::parse(&status).ok_or_else(|| corrupt("attempt status", &status))?,
+        worker_id: row.try_get("worker_id")?,
+        lease_token: row.try_get("lease_token")?,
+        lease_expires_at: row.try_get("lease_expires_at")?,
+        read_version: row.try_get("read_version")?,
+        heartbeat_at: row.try_get("heartbeat_at")?,
+        started_at: row.try_get("started_at")?,
+        unknown_at: row.try_get("unknown_at")?,
+        finished_at: row.try_get("finished_at")?,
+        error: json_error(row, "error")?,
+        completion_outcome: match outcome {
+            None => None,
+            Some(o) => Some(
+                CompletionOutcome::parse(&o).ok_or_else(|| corrupt("completion outcome", &o))?,
+            ),
+        },
+        cancelled_by: row.try_get("cancelled_by")?,
+        cancel_reason: row.try_get("cancel_reason")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn contract_row(row: &PgRow) -> StoreResult<Contract> {
+    Ok(Contract {
+        owner: row.try_get("owner_id")?,
+        activity: row.try_get("activity")?,
+        contract_hash: row.try_get("contract_hash")?,
+        output_schema: row.try_get("output_schema")?,
+    })
+}
+
+fn certification_row(row: &PgRow) -> StoreResult<Certification> {
+    Ok(Certification {
+        id: row.try_get("id")?,
+        owner: row.try_get("owner_id")?,
+        activity: row.try_get("activity")?,
+        provider: row.try_get("provider")?,
+        contract_hash: row.try_get("contract_hash")?,
+        passed: row.try_get("passed")?,
+        report: row.try_get("report")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<Value> {
+    serde_json::to_value(value).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn status_words(statuses: &[AttemptStatus]) -> Vec<String> {
+    statuses.iter().map(|s| s.as_str().to_owned()).collect()
+}
+
+impl AttemptRow {
+    /// The attempt as API.md shows it.
+    pub fn view(&self) -> AttemptView {
+        AttemptView {
+            id: self.id,
+            number: self.number,
+            provider: self.provider.clone(),
+            status: self.status,
+            created_at: self.created_at,
+            started_at: self.started_at,
+            heartbeat_at: self.heartbeat_at,
+            lease_expires_at: self.lease_expires_at,
+            finished_at: self.finished_at,
+            error: self.error.clone(),
+            cancelled_by: self.cancelled_by.clone(),
+            cancel_reason: self.cancel_reason.clone(),
+        }
+    }
+}
+
+/// Assembles job views from rows fetched in three queries.
+async fn assemble_views(pool: &PgPool, jobs: Vec<JobRow>) -> StoreResult<Vec<JobView>> {
+    if jobs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let owners: Vec<String> = jobs.iter().map(|j| j.owner_id.clone()).collect();
+    let ids: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
+    let activity_rows = sqlx::query(&format!(
+        "SELECT {ACTIVITY_COLUMNS} FROM activities
+         WHERE (owner_id, job_id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+         ORDER BY job_id, seq"
+    ))
+    .bind(&owners)
+    .bind(&ids)
+    .fetch_all(pool)
+    .await?;
+    let attempt_rows = sqlx::query(&format!(
+        "SELECT {ATTEMPT_COLUMNS} FROM attempts
+         WHERE (owner_id, job_id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+         ORDER BY activity_id, number"
+    ))
+    .bind(&owners)
+    .bind(&ids)
+    .fetch_all(pool)
+    .await?;
+    let activities: Vec<ActivityRow> = activity_rows.iter().map(activity_row).collect::<StoreResult<_>>()?;
+    let attempts: Vec<AttemptRow> = attempt_rows.iter().map(attempt_row).collect::<StoreResult<_>>()?;
+    Ok(jobs
+        .into_iter()
+        .map(|job| {
+            let activities = activities
+                .iter()
+                .filter(|a| a.job_id == job.id && a.owner_id == job.owner_id)
+                .map(|a| ActivityView {
+                    seq: a.seq,
+                    name: a.name.clone(),
+                    providers: a.providers.clone(),
+                    status: a.status,
+                    version: a.version,
+                    completed_by: a.completed_by,
+                    result: a.result.clone(),
+                    error: a.error.clone(),
+                    attempts: attempts
+                        .iter()
+                        .filter(|t| t.activity_id == a.id && t.owner_id == a.owner_id)
+                        .map(AttemptRow::view)
+                        .collect(),
+                })
+                .collect();
+            JobView {
+                id: job.id,
+                owner: job.owner_id,
+                idempotency_key: job.idempotency_key,
+                kind: job.kind,
+                workflow: job.workflow,
+                activity: job.activity,
+                task_queue: job.task_queue,
+                input: job.input,
+                status: job.status,
+                version: job.version,
+                result: job.result,
+                error: job.error,
+                created_at: job.created_at,
+                updated_at: job.updated_at,
+                finished_at: job.finished_at,
+                activities,
+            }
+        })
+        .collect())
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn begin(&self) -> StoreResult<Box<dyn StoreTx>> {
+        Ok(Box::new(PgTx { tx: self.pool.begin().await? }))
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn locate_attempt(
+        &self,
+        scope: &Scope,
+        attempt_id: Uuid,
+    ) -> StoreResult<Option<AttemptLocation>> {
+        // Owner isolation: an attempt outside the scope is not found.
+        let row = sqlx::query(
+            "SELECT owner_id, job_id FROM attempts
+             WHERE id = $1 AND ($2::text IS NULL OR owner_id = $2)",
+        )
+        .bind(attempt_id)
+        .bind(scope.owner())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(AttemptLocation { owner_id: r.try_get("owner_id")?, job_id: r.try_get("job_id")? })
+        })
+        .transpose()
+    }
+
+    async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>> {
+        // Owner isolation: a job outside the scope is not found.
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1 AND ($2::text IS NULL OR owner_id = $2)"
+        ))
+        .bind(job_id)
+        .bind(scope.owner())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        Ok(assemble_views(&self.pool, vec![job_row(&row)?]).await?.pop())
+    }
+
+    async fn job_events(
+        &self,
+        scope: &Scope,
+        job_id: Uuid,
+    ) -> StoreResult<Option<Vec<JobEvent>>> {
+        // Owner isolation: a job outside the scope is not found.
+        let owner: Option<String> = sqlx::query_scalar(
+            "SELECT owner_id FROM jobs WHERE id = $1 AND ($2::text IS NULL OR owner_id = $2)",
+        )
+        .bind(job_id)
+        .bind(scope.owner())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(owner) = owner else { return Ok(None) };
+        let rows = sqlx::query(
+            "SELECT seq, at, type, attempt_id, actor, data FROM job_events
+             WHERE owner_id = $1 AND job_id = $2 ORDER BY seq",
+        )
+        .bind(&owner)
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let events = rows
+            .iter()
+            .map(|r| {
+                Ok(JobEvent {
+                    seq: r.try_get("seq")?,
+                    at: r.try_get("at")?,
+                    kind: r.try_get("type")?,
+                    attempt_id: r.try_get("attempt_id")?,
+                    actor: r.try_get("actor")?,
+                    data: r.try_get("data")?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(Some(events))
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Vec<JobView>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs
+             WHERE ($1::text IS NULL OR owner_id = $1)
+               AND ($2::text IS NULL OR status = $2)
+               AND ($3::text IS NULL OR workflow = $3)
+               AND ($4::text IS NULL OR activity = $4)
+               AND ($5::uuid IS NULL OR id < $5)
+             ORDER BY id DESC
+             LIMIT $6"
+        ))
+        .bind(query.owner.as_deref())
+        .bind(query.status.map(|s| s.as_str()))
+        .bind(query.workflow.as_deref())
+        .bind(query.activity.as_deref())
+        .bind(query.before_id)
+        .bind(query.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let jobs = rows.iter().map(job_row).collect::<StoreResult<Vec<_>>>()?;
+        assemble_views(&self.pool, jobs).await
+    }
+
+    async fn stuck_attempts(&self, query: &StuckQuery) -> StoreResult<Vec<StuckAttempt>> {
+        let rows = sqlx::query(&format!(
+            "SELECT * FROM (
+                 SELECT {ATTEMPT_COLUMNS},
+                        CASE status WHEN 'unknown' THEN unknown_at ELSE started_at END AS since
+                 FROM attempts
+                 WHERE status = ANY($1) AND status IN ('started', 'unknown')
+             ) s
+             WHERE since <= now() - make_interval(secs => $2)
+             ORDER BY since, id
+             LIMIT $3"
+        ))
+        .bind(status_words(&query.statuses))
+        .bind(query.older_than_s as f64)
+        .bind(query.limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let attempt = attempt_row(r)?;
+                Ok(StuckAttempt {
+                    attempt: attempt.view(),
+                    job_id: attempt.job_id,
+                    owner: attempt.owner_id.clone(),
+                    activity: attempt.activity.clone(),
+                    since: r.try_get("since")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn extend_lease(
+        &self,
+        location: &AttemptLocation,
+        attempt_id: Uuid,
+        token: Uuid,
+        details: Option<&Value>,
+    ) -> StoreResult<LeaseExtension> {
+        // Fencing (invariant 5): only the holder of the lease token of a started attempt
+        // extends its lease, never past start-to-close.
+        let result = sqlx::query(
+            "UPDATE attempts t
+             SET heartbeat_at = now(),
+                 heartbeat_details = COALESCE($4, t.heartbeat_details),
+                 lease_expires_at = LEAST(
+                     now() + make_interval(secs => (a.options->>'heartbeat_timeout_s')::float8),
+                     t.started_at + make_interval(secs => (a.options->>'start_to_close_timeout_s')::float8))
+             FROM activities a
+             WHERE t.owner_id = $1 AND t.id = $2 AND t.lease_token = $3 AND t.status = 'started'
+               AND a.owner_id = t.owner_id AND a.id = t.activity_id",
+        )
+        .bind(&location.owner_id)
+        .bind(attempt_id)
+        .bind(token)
+        .bind(details)
+        .execute(&self.pool)
+        .await?;
+        Ok(if result.rows_affected() == 1 {
+            LeaseExtension::Extended
+        } else {
+            LeaseExtension::NotExtended
+        })
+    }
+
+    async fn register_contract(&self, contract: &Contract) -> StoreResult<()> {
+        // Registering a known schema again makes it the current contract again.
+        sqlx::query(
+            "INSERT INTO contracts (owner_id, activity, contract_hash, output_schema)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (owner_id, activity, contract_hash)
+             DO UPDATE SET registered_at = clock_timestamp()",
+        )
+        .bind(&contract.owner)
+        .bind(&contract.activity)
+        .bind(&contract.contract_hash)
+        .bind(&contract.output_schema)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_certification(&self, c: &Certification) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO certifications
+                 (owner_id, id, activity, provider, contract_hash, passed, report, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(&c.owner)
+        .bind(c.id)
+        .bind(&c.activity)
+        .bind(&c.provider)
+        .bind(&c.contract_hash)
+        .bind(c.passed)
+        .bind(&c.report)
+        .bind(c.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
+/// A PostgreSQL transaction.
+pub struct PgTx {
+    tx: Transaction<'static, Postgres>,
+}
+
+#[async_trait]
+impl StoreTx for PgTx {
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+
+    async fn insert_job(&mut self, job: &NewJob) -> StoreResult<bool> {
+        // Invariant 1: one job per (owner, idempotency key); the loser inserts nothing.
+        let result = sqlx::query(
+            "INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, workflow,
+                               activity, task_queue, input)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             ON CONFLICT (owner_id, idempotency_key) DO NOTHING",
+        )
+        .bind(&job.owner_id)
+        .bind(job.id)
+        .bind(&job.idempotency_key)
+        .bind(&job.fingerprint)
+        .bind(job.kind.as_str())
+        .bind(&job.workflow)
+        .bind(&job.activity)
+        .bind(&job.task_queue)
+        .bind(&job.input)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    async fn job_by_idempotency_key(&mut self, owner: &str, key: &str) -> StoreResult<Option<JobRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE owner_id = $1 AND idempotency_key = $2"
+        ))
+        .bind(owner)
+        .bind(key)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn lock_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE owner_id = $1 AND id = $2 FOR UPDATE"
+        ))
+        .bind(owner)
+        .bind(job_id)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn mark_job_running(&mut self, owner: &str, job_id: Uuid) -> StoreResult<bool> {
+        // Job status: only a queued job starts running.
+        let result = sqlx::query(
+            "UPDATE jobs SET status = 'running', updated_at = now()
+             WHERE owner_id = $1 AND id = $2 AND status = 'queued'",
+        )
+        .bind(owner)
+        .bind(job_id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    async fn commit_job_result(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+        attempt_id: Uuid,
+        result: &Value,
+    ) -> StoreResult<bool> {
+        // Invariant 4 (job CAS): exactly one result wins the job's slot.
+        let done = sqlx::query(
+            "UPDATE jobs
+             SET status = 'succeeded', result = $5, completed_by = $4, version = version + 1,
+                 updated_at = now(), finished_at = now()
+             WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL
+               AND status IN ('queued', 'running')",
+        )
+        .bind(owner)
+        .bind(job_id)
+        .bind(version)
+        .bind(attempt_id)
+        .bind(result)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn close_job(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+        status: JobStatus,
+        error: Option<&ErrorInfo>,
+    ) -> StoreResult<bool> {
+        let error = error.map(to_json).transpose()?;
+        // Invariant 4: closing moves the version, so no later result takes the slot.
+        let done = sqlx::query(
+            "UPDATE jobs
+             SET status = $4, error = $5, version = version + 1,
+                 updated_at = now(), finished_at = now()
+             WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL
+               AND status IN ('queued', 'running')",
+        )
+        .bind(owner)
+        .bind(job_id)
+        .bind(version)
+        .bind(status.as_str())
+        .bind(error)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn insert_activity(&mut self, a: &NewActivity) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO activities (owner_id, id, job_id, seq, name, providers, options,
+                                     task_queue, input)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(&a.owner_id)
+        .bind(a.id)
+        .bind(a.job_id)
+        .bind(a.seq)
+        .bind(&a.name)
+        .bind(&a.providers)
+        .bind(to_json(&a.options)?)
+        .bind(&a.task_queue)
+        .bind(&a.input)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn activity(&mut self, owner: &str, activity_id: Uuid) -> StoreResult<Option<ActivityRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = $1 AND id = $2"
+        ))
+        .bind(owner)
+        .bind(activity_id)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(activity_row).transpose()
+    }
+
+    async fn activity_by_seq(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i32,
+    ) -> StoreResult<Option<ActivityRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = $1 AND job_id = $2 AND seq = $3"
+        ))
+        .bind(owner)
+        .bind(job_id)
+        .bind(seq)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(activity_row).transpose()
+    }
+
+    async fn activities_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<ActivityRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = $1 AND job_id = $2 ORDER BY seq"
+        ))
+        .bind(owner)
+        .bind(job_id)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter().map(activity_row).collect()
+    }
+
+    async fn set_activity_status(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        from: &[ActivityStatus],
+        to: ActivityStatus,
+    ) -> StoreResult<bool> {
+        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
+        // Activity status: moves only from the expected open statuses, never out of a
+        // closed one.
+        let done = sqlx::query(
+            "UPDATE activities SET status = $4, updated_at = now()
+             WHERE owner_id = $1 AND id = $2 AND status = ANY($3)
+               AND status NOT IN ('succeeded', 'failed', 'cancelled')",
+        )
+        .bind(owner)
+        .bind(activity_id)
+        .bind(&from)
+        .bind(to.as_str())
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn commit_activity_result(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        read_version: i64,
+        attempt_id: Uuid,
+        result: &Value,
+    ) -> StoreResult<bool> {
+        // Invariant 4 (the CAS commit): exactly one attempt takes the result slot; zero
+        // rows means another attempt won or the slot was closed.
+        let done = sqlx::query(
+            "UPDATE activities
+             SET status = 'succeeded', result = $5, completed_by = $4, version = version + 1,
+                 updated_at = now(), finished_at = now()
+             WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL",
+        )
+        .bind(owner)
+        .bind(activity_id)
+        .bind(read_version)
+        .bind(attempt_id)
+        .bind(result)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn close_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        status: ActivityStatus,
+        error: Option<&ErrorInfo>,
+    ) -> StoreResult<bool> {
+        let error = error.map(to_json).transpose()?;
+        // Invariant 4: closing the slot moves the version, so every later result loses.
+        let done = sqlx::query(
+            "UPDATE activities
+             SET status = $3, error = $4, version = version + 1,
+                 updated_at = now(), finished_at = now()
+             WHERE owner_id = $1 AND id = $2 AND completed_by IS NULL
+               AND status NOT IN ('succeeded', 'failed', 'cancelled')",
+        )
+        .bind(owner)
+        .bind(activity_id)
+        .bind(status.as_str())
+        .bind(error)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn insert_attempt(&mut self, a: &NewAttempt) -> StoreResult<Option<AttemptRow>> {
+        // Invariant 2: the partial unique index refuses a second live attempt; the
+        // refused insert returns no row.
+        let row = sqlx::query(&format!(
+            "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue,
+                                   provider, available_at, start_deadline_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                     now() + make_interval(secs => $9),
+                     now() + make_interval(secs => $9) + make_interval(secs => $10))
+             ON CONFLICT DO NOTHING
+             RETURNING {ATTEMPT_COLUMNS}"
+        ))
+        .bind(&a.owner_id)
+        .bind(a.id)
+        .bind(a.activity_id)
+        .bind(a.job_id)
+        .bind(a.number)
+        .bind(&a.activity)
+        .bind(&a.task_queue)
+        .bind(&a.provider)
+        .bind(a.delay_ms as f64 / 1000.0)
+        .bind(a.schedule_to_start_timeout_s.map(|s| s as f64))
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(attempt_row).transpose()
+    }
+
+    async fn attempt(&mut self, owner: &str, attempt_id: Uuid) -> StoreResult<Option<AttemptRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = $1 AND id = $2"
+        ))
+        .bind(owner)
+        .bind(attempt_id)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(attempt_row).transpose()
+    }
+
+    async fn attempts_of_activity(&mut self, owner: &str, activity_id: Uuid) -> StoreResult<Vec<AttemptRow>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = $1 AND activity_id = $2 ORDER BY number"
+        ))
+        .bind(owner)
+        .bind(activity_id)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter().map(attempt_row).collect()
+    }
+
+    async fn finish_attempt(
+        &mut self,
+        owner: &str,
+        attempt_id: Uuid,
+        from: &[AttemptStatus],
+        to: AttemptStatus,
+        error: Option<&ErrorInfo>,
+        outcome: Option<CompletionOutcome>,
+    ) -> StoreResult<bool> {
+        let error = error.map(to_json).transpose()?;
+        // Attempt status: an attempt ends once, from the statuses the caller saw.
+        let done = sqlx::query(
+            "UPDATE attempts
+             SET status = $4, error = COALESCE($5, error), completion_outcome = $6,
+                 finished_at = COALESCE(finished_at, now()),
+                 lease_expires_at = NULL
+             WHERE owner_id = $1 AND id = $2 AND status = ANY($3)",
+        )
+        .bind(owner)
+        .bind(attempt_id)
+        .bind(status_words(from))
+        .bind(to.as_str())
+        .bind(error)
+        .bind(outcome.map(|o| o.as_str()))
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn mark_attempt_unknown(&mut self, owner: &str, attempt_id: Uuid) -> StoreResult<bool> {
+        // Invariant 3: only a started attempt whose lease really expired becomes unknown
+        // (a heartbeat that extended the lease first wins).
+        let done = sqlx::query(
+            "UPDATE attempts SET status = 'unknown', unknown_at = lease_expires_at
+             WHERE owner_id = $1 AND id = $2 AND status = 'started' AND lease_expires_at < now()",
+        )
+        .bind(owner)
+        .bind(attempt_id)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn revive_attempt(
+        &mut self,
+        owner: &str,
+        attempt_id: Uuid,
+        token: Uuid,
+        details: Option<&Value>,
+    ) -> StoreResult<bool> {
+        // Fencing (invariant 5): only the holder of the lease token revives an unknown
+        // attempt.
+        let done = sqlx::query(
+            "UPDATE attempts t
+             SET status = 'started', unknown_at = NULL, heartbeat_at = now(),
+                 heartbeat_details = COALESCE($4, t.heartbeat_details),
+                 lease_expires_at = LEAST(
+                     now() + make_interval(secs => (a.options->>'heartbeat_timeout_s')::float8),
+                     GREATEST(now(), t.started_at + make_interval(secs => (a.options->>'start_to_close_timeout_s')::float8)))
+             FROM activities a
+             WHERE t.owner_id = $1 AND t.id = $2 AND t.lease_token = $3 AND t.status = 'unknown'
+               AND a.owner_id = t.owner_id AND a.id = t.activity_id",
+        )
+        .bind(owner)
+        .bind(attempt_id)
+        .bind(token)
+        .bind(details)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn cancel_attempt(
+        &mut self,
+        owner: &str,
+        attempt_id: Uuid,
+        cancelled_by: &str,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        // Attempt status: only a live attempt can be cancelled, once.
+        let done = sqlx::query(
+            "UPDATE attempts
+             SET status = 'cancelled', cancelled_by = $3, cancel_reason = $4,
+                 cancelled_at = now(), finished_at = now()
+             WHERE owner_id = $1 AND id = $2 AND status IN ('scheduled', 'started', 'unknown')",
+        )
+        .bind(owner)
+        .bind(attempt_id)
+        .bind(cancelled_by)
+        .bind(reason)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn append_events(&mut self, events: &[NewEvent]) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut owners = Vec::with_capacity(events.len());
+        let mut jobs = Vec::with_capacity(events.len());
+        let mut kinds = Vec::with_capacity(events.len());
+        let mut attempts = Vec::with_capacity(events.len());
+        let mut actors = Vec::with_capacity(events.len());
+        let mut data = Vec::with_capacity(events.len());
+        for e in events {
+            owners.push(e.owner_id.clone());
+            jobs.push(e.job_id);
+            kinds.push(e.kind.to_owned());
+            attempts.push(e.attempt_id);
+            actors.push(e.actor.clone());
+            data.push(e.data.clone());
+        }
+        // The caller holds each job's lock, so numbering after the current maximum is safe.
+        sqlx::query(
+            "INSERT INTO job_events (owner_id, job_id, seq, type, attempt_id, actor, data)
+             SELECT e.owner_id, e.job_id,
+                    COALESCE((SELECT max(seq) FROM job_events x
+                              WHERE x.owner_id = e.owner_id AND x.job_id = e.job_id), 0)
+                    + row_number() OVER (PARTITION BY e.owner_id, e.job_id ORDER BY e.ord),
+                    e.type, e.attempt_id, e.actor, e.data
+             FROM unnest($1::text[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::jsonb[])
+                  WITH ORDINALITY AS e(owner_id, job_id, type, attempt_id, actor, data, ord)",
+        )
+        .bind(&owners)
+        .bind(&jobs)
+        .bind(&kinds)
+        .bind(&attempts)
+        .bind(&actors)
+        .bind(&data)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn current_contract(&mut self, owner: &str, activity: &str) -> StoreResult<Option<Contract>> {
+        // The owner's own contract, else the platform's (`*`).
+        let row = sqlx::query(
+            "SELECT owner_id, activity, contract_hash, output_schema FROM contracts
+             WHERE owner_id IN ($1, '*') AND activity = $2
+             ORDER BY (owner_id = $1) DESC, registered_at DESC
+             LIMIT 1",
+        )
+        .bind(owner)
+        .bind(activity)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(contract_row).transpose()
+    }
+
+    async fn latest_certification(
+        &mut self,
+        owner: &str,
+        activity: &str,
+        provider: &str,
+        contract_hash: &str,
+    ) -> StoreResult<Option<Certification>> {
+        // Only the latest certification for the current contract counts.
+        let row = sqlx::query(
+            "SELECT id, owner_id, activity, provider, contract_hash, passed, report, created_at
+             FROM certifications
+             WHERE owner_id IN ($1, '*') AND activity = $2 AND provider = $3
+               AND contract_hash = $4
+             ORDER BY (owner_id = $1) DESC, created_at DESC, id DESC
+             LIMIT 1",
+        )
+        .bind(owner)
+        .bind(activity)
+        .bind(provider)
+        .bind(contract_hash)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(certification_row).transpose()
+    }
+
+    async fn claim_attempts(&mut self, filter: &ClaimFilter) -> StoreResult<Vec<ClaimedAttempt>> {
+        let (activities, providers): (Vec<String>, Vec<String>) =
+            filter.providers.iter().cloned().unzip();
+        // Dispatch: SKIP LOCKED hands each scheduled attempt to one worker only; the job
+        // row is locked with it (lock order: job before its attempts).
+        let rows = sqlx::query(&format!(
+            "WITH picked AS (
+                 SELECT a.owner_id, a.id
+                 FROM attempts a
+                 JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
+                 WHERE a.status = 'scheduled' AND a.task_queue = $1 AND a.available_at <= now()
+                   AND ($2::text IS NULL OR a.owner_id = $2)
+                   AND (a.activity, a.provider) IN (SELECT * FROM unnest($3::text[], $4::text[]))
+                 ORDER BY a.available_at, a.id
+                 LIMIT $5
+                 FOR UPDATE OF j, a SKIP LOCKED
+             )
+             UPDATE attempts t
+             SET status = 'started', lease_token = gen_random_uuid(), worker_id = $6,
+                 started_at = now(), heartbeat_at = now(), read_version = act.version,
+                 lease_expires_at = LEAST(
+                     now() + make_interval(secs => (act.options->>'heartbeat_timeout_s')::float8),
+                     now() + make_interval(secs => (act.options->>'start_to_close_timeout_s')::float8))
+             FROM picked p, activities act
+             WHERE t.owner_id = p.owner_id AND t.id = p.id AND t.status = 'scheduled'
+               AND act.owner_id = t.owner_id AND act.id = t.activity_id
+             RETURNING {}, act.seq AS activity_seq, act.input AS activity_input,
+                       act.options AS activity_options",
+            ATTEMPT_COLUMNS
+                .split(", ")
+                .map(|c| format!("t.{}", c.trim()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .bind(&filter.task_queue)
+        .bind(filter.scope.owner())
+        .bind(&activities)
+        .bind(&providers)
+        .bind(filter.limit)
+        .bind(&filter.worker_id)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let options: Value = r.try_get("activity_options")?;
+                Ok(ClaimedAttempt {
+                    attempt: attempt_row(r)?,
+                    activity_seq: r.try_get("activity_seq")?,
+                    input: r.try_get("activity_input")?,
+                    options: serde_json::from_value(options)
+                        .map_err(|e| StoreError::Corrupt(format!("activity options: {e}")))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn lock_expired_leases(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
+        // Reaper: each expired lease is taken by one reaper only (SKIP LOCKED).
+        let rows = sqlx::query(
+            "SELECT a.owner_id, a.id FROM attempts a
+             JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
+             WHERE a.status = 'started' AND a.lease_expires_at < now()
+             ORDER BY a.lease_expires_at
+             LIMIT $1
+             FOR UPDATE OF j, a SKIP LOCKED",
+        )
+        .bind(limit)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter().map(|r| Ok((r.try_get("owner_id")?, r.try_get("id")?))).collect()
+    }
+
+    async fn lock_overdue_scheduled(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
+        // Reaper: each overdue scheduled attempt is taken by one reaper only (SKIP LOCKED).
+        let rows = sqlx::query(
+            "SELECT a.owner_id, a.id FROM attempts a
+             JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
+             WHERE a.status = 'scheduled' AND a.start_deadline_at < now()
+             ORDER BY a.start_deadline_at
+             LIMIT $1
+             FOR UPDATE OF j, a SKIP LOCKED",
+        )
+        .bind(limit)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter().map(|r| Ok((r.try_get("owner_id")?, r.try_get("id")?))).collect()
+    }
+}
