@@ -1,0 +1,120 @@
+//! Invariant 1: one job per (owner, idempotency key).
+
+use futures::future::join_all;
+use onceflow_engine::model::Scope;
+use onceflow_engine::{EngineError, JobRequest};
+use onceflow_tests::{code_of, event_types, quick_options, llm_job, rules, ALICE};
+use serde_json::json;
+use sqlx::Row;
+
+async fn double_click(db: &onceflow_tests::TestDb, clicks: usize) {
+    let (engines, _turn) = db.separate_engines(clicks).await;
+    let request = llm_job(json!({"prompt": "summarize my inbox"}), quick_options());
+    let submissions = join_all(engines.iter().map(|engine| {
+        let request = request.clone();
+        async move { engine.submit(ALICE, "click-1", &request).await }
+    }))
+    .await;
+    let submissions: Vec<_> = submissions.into_iter().map(|s| s.expect("every click is answered")).collect();
+    let first = submissions[0].job.id;
+    assert!(submissions.iter().all(|s| s.job.id == first), "every click answers the same job id");
+    assert_eq!(submissions.iter().filter(|s| !s.replayed).count(), 1, "exactly one click created the job");
+
+    let jobs: i64 = sqlx::query("SELECT count(*) AS n FROM jobs").fetch_one(&db.pool).await.unwrap().get("n");
+    let attempts: i64 = sqlx::query("SELECT count(*) AS n FROM attempts").fetch_one(&db.pool).await.unwrap().get("n");
+    assert_eq!((jobs, attempts), (1, 1), "one job, one first attempt");
+    let events = event_types(&engines[0], first).await;
+    assert_eq!(events.iter().filter(|e| *e == "job_created").count(), 1);
+    assert_eq!(events.iter().filter(|e| *e == "job_replayed").count(), clicks - 1);
+}
+
+rules! {
+    async fn double_click_two_concurrent_submits_make_one_job(db) {
+        double_click(db, 2).await;
+    }
+
+    async fn fifty_concurrent_submits_with_one_key_make_one_job(db) {
+        double_click(db, 50).await;
+    }
+
+    async fn same_key_with_different_input_is_refused_and_creates_nothing(db) {
+        let engine = db.engine();
+        let first = engine
+            .submit(ALICE, "order-42", &llm_job(json!({"amount": 10}), quick_options()))
+            .await
+            .unwrap();
+        let err = engine
+            .submit(ALICE, "order-42", &llm_job(json!({"amount": 11}), quick_options()))
+            .await
+            .expect_err("a different intent under the same key is a conflict");
+        match err {
+            EngineError::IdempotencyKeyReused { job_id } => assert_eq!(job_id, first.job.id),
+            other => panic!("expected idempotency_key_reused, got {other:?}"),
+        }
+        assert_eq!(code_of(&engine.submit(ALICE, "order-42", &JobRequest::workflow("w", json!({}))).await), "idempotency_key_reused");
+        let jobs: i64 = sqlx::query("SELECT count(*) AS n FROM jobs").fetch_one(&db.pool).await.unwrap().get("n");
+        assert_eq!(jobs, 1);
+        let events = event_types(&engine, first.job.id).await;
+        assert!(!events.iter().any(|e| e == "job_replayed"), "a refused submission writes nothing: {events:?}");
+    }
+
+    async fn key_order_and_whitespace_of_the_body_do_not_matter(db) {
+        let engine = db.engine();
+        let compact: serde_json::Value = serde_json::from_str(
+            r#"{"activity":"generate","providers":["primary-llm"],"input":{"a":1,"b":{"c":2.0,"d":[1,2]}}}"#,
+        ).unwrap();
+        let spaced: serde_json::Value = serde_json::from_str(
+            r#"{ "input" : { "b" : { "d" : [ 1 , 2 ] , "c" : 2 } , "a" : 1 } ,
+                 "providers" : [ "primary-llm" ] ,
+                 "task_queue" : "default" , "activity" : "generate" }"#,
+        ).unwrap();
+        let a = engine.submit(ALICE, "k", &JobRequest::from_json(&compact).unwrap()).await.unwrap();
+        let b = engine.submit(ALICE, "k", &JobRequest::from_json(&spaced).unwrap()).await.unwrap();
+        assert_eq!(a.job.id, b.job.id);
+        assert!(!a.replayed && b.replayed);
+    }
+
+    async fn the_same_key_for_two_owners_is_two_jobs(db) {
+        let engine = db.engine();
+        let request = llm_job(json!({}), quick_options());
+        let a = engine.submit(ALICE, "k", &request).await.unwrap();
+        let b = engine.submit("bob", "k", &request).await.unwrap();
+        assert_ne!(a.job.id, b.job.id);
+        assert!(!a.replayed && !b.replayed);
+        assert_eq!(b.job.owner, "bob");
+    }
+
+    async fn a_replay_returns_the_job_as_it_is_now(db) {
+        let engine = db.engine();
+        let request = llm_job(json!({"q": 1}), quick_options());
+        let created = engine.submit(ALICE, "k", &request).await.unwrap();
+        assert_eq!(created.job.status.as_str(), "queued");
+        engine.cancel_job(&Scope::Owner(ALICE.into()), created.job.id).await.unwrap();
+        let replay = engine.submit(ALICE, "k", &request).await.unwrap();
+        assert!(replay.replayed);
+        assert_eq!(replay.job.status.as_str(), "cancelled");
+    }
+
+    async fn malformed_idempotency_keys_are_refused_before_anything_is_written(db) {
+        let engine = db.engine();
+        let request = llm_job(json!({}), quick_options());
+        assert_eq!(code_of(&engine.submit(ALICE, "", &request).await), "missing_idempotency_key");
+        assert_eq!(code_of(&engine.submit(ALICE, "has space", &request).await), "invalid_idempotency_key");
+        assert_eq!(code_of(&engine.submit(ALICE, &"x".repeat(256), &request).await), "invalid_idempotency_key");
+        let jobs: i64 = sqlx::query("SELECT count(*) AS n FROM jobs").fetch_one(&db.pool).await.unwrap().get("n");
+        assert_eq!(jobs, 0);
+    }
+
+    async fn the_database_itself_refuses_a_second_job_for_a_key(db) {
+        let engine = db.engine();
+        engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap();
+        let raw = sqlx::query(
+            "INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input)
+             VALUES ('alice', gen_random_uuid(), 'k', 'other', 'activity', 'generate', 'default', '{}')",
+        )
+        .execute(&db.pool)
+        .await;
+        let err = raw.expect_err("the unique constraint refuses a second job under one key");
+        assert!(err.to_string().contains("jobs_one_per_idempotency_key"), "{err}");
+    }
+}

@@ -1,0 +1,196 @@
+//! Invariant 6 and API.md "What happens after an attempt ends": retries, failover only to
+//! certified providers, contracts checked on the engine side.
+
+use std::time::Duration;
+
+use onceflow_engine::model::{ActivityStatus, AttemptStatus, CompletionOutcome, Failover, JobStatus, Scope};
+use onceflow_engine::EngineError;
+use onceflow_tests::{
+    certify, claim, claim_one, code_of, error_of, event_types, llm_job, owner, quick_options,
+    result_of, rules, text_schema, wait_for, ALICE,
+};
+use serde_json::json;
+
+rules! {
+    async fn a_result_that_violates_the_contract_is_invalid_and_fails_over(db) {
+        let engine = db.engine();
+        certify(&engine, ALICE, "fallback-llm").await;
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let task = claim_one(&engine, "primary-llm").await;
+        let bad = result_of(&task, json!({"txt": 42}));
+        let err = engine.complete(&Scope::AllOwners, task.attempt_id, &bad).await.expect_err("contract is enforced");
+        match &err {
+            EngineError::ContractViolation { errors, .. } => assert!(!errors.is_empty()),
+            other => panic!("expected contract_violation, got {other:?}"),
+        }
+        assert_eq!(err.http_status(), 422);
+        // A repeat answers the same 422.
+        assert_eq!(code_of(&engine.complete(&Scope::AllOwners, task.attempt_id, &bad).await), "contract_violation");
+
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(job.result, None, "an invalid result is never committed");
+        let attempts = &job.activities[0].attempts;
+        assert_eq!(attempts[0].status, AttemptStatus::Invalid);
+        assert_eq!(attempts[0].error.as_ref().unwrap().code, "contract_violation");
+        assert_eq!((attempts[1].provider.as_str(), attempts[1].status), ("fallback-llm", AttemptStatus::Scheduled));
+        let events = event_types(&engine, job.id).await;
+        assert!(events.ends_with(&["attempt_invalid".to_owned(), "failover".to_owned()]), "{events:?}");
+    }
+
+    async fn retryable_errors_retry_the_same_provider_then_fail_over(db) {
+        let engine = db.engine();
+        certify(&engine, ALICE, "fallback-llm").await;
+        let mut options = quick_options();
+        options.retry.max_attempts_per_provider = 2;
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), options)).await.unwrap().job;
+
+        let first = claim_one(&engine, "primary-llm").await;
+        let outcome = engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "rate limited", true)).await.unwrap();
+        assert_eq!(outcome, CompletionOutcome::Recorded);
+        let second = claim_one(&engine, "primary-llm").await;
+        assert_eq!(second.attempt_number, 2, "the same provider again");
+        engine.complete(&Scope::AllOwners, second.attempt_id, &error_of(&second, "rate limited", true)).await.unwrap();
+        let third = claim_one(&engine, "fallback-llm").await;
+        assert_eq!(third.attempt_number, 3, "budget spent: the next certified provider");
+        engine.complete(&Scope::AllOwners, third.attempt_id, &result_of(&third, json!({"text": "ok"}))).await.unwrap();
+
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(job.status, JobStatus::Succeeded);
+        let providers: Vec<_> = job.activities[0].attempts.iter().map(|a| (a.provider.as_str(), a.status)).collect();
+        assert_eq!(providers, vec![
+            ("primary-llm", AttemptStatus::Failed),
+            ("primary-llm", AttemptStatus::Failed),
+            ("fallback-llm", AttemptStatus::Succeeded),
+        ]);
+        assert_eq!(job.activities[0].attempts[0].error.as_ref().unwrap().retryable, Some(true));
+    }
+
+    async fn a_retry_waits_for_its_backoff(db) {
+        let engine = db.engine();
+        let mut options = quick_options();
+        options.retry.initial_backoff_ms = 800;
+        options.retry.max_backoff_ms = 5000;
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), options)).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "503", true)).await.unwrap();
+        assert!(claim(&engine, &owner(ALICE), "w1", "primary-llm", 1).await.is_empty(), "not before its backoff");
+        let events = engine.job_events(&owner(ALICE), job.id).await.unwrap();
+        let scheduled = events.iter().rev().find(|e| e.kind == "attempt_scheduled").unwrap();
+        assert_eq!(scheduled.data["delay_ms"], json!(800));
+        assert_eq!(scheduled.data["reason"], json!("retry"));
+        let second = claim_one(&engine, "primary-llm").await;
+        assert_eq!(second.attempt_number, 2);
+    }
+
+    async fn a_non_retryable_error_fails_over_at_once(db) {
+        let engine = db.engine();
+        certify(&engine, ALICE, "fallback-llm").await;
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "bad request", false)).await.unwrap();
+        let next = claim_one(&engine, "fallback-llm").await;
+        assert_eq!(next.attempt_number, 2);
+        assert_eq!(next.job_id, job.id);
+    }
+
+    async fn an_uncertified_fallback_is_skipped_and_the_job_fails_with_providers_exhausted(db) {
+        let engine = db.engine();
+        // A contract exists, but nobody certified the fallback against it.
+        engine.register_contract(ALICE, "generate", &text_schema()).await.unwrap();
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "bad request", false)).await.unwrap();
+
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(job.status, JobStatus::Failed);
+        assert_eq!(job.error.as_ref().unwrap().code, "providers_exhausted");
+        assert_eq!(job.activities[0].status, ActivityStatus::Failed);
+        assert_eq!(job.activities[0].error.as_ref().unwrap().code, "providers_exhausted");
+        assert_eq!(job.activities[0].attempts.len(), 1, "no attempt at the uncertified provider");
+        let events = engine.job_events(&owner(ALICE), job.id).await.unwrap();
+        let skipped = events.iter().find(|e| e.kind == "failover_skipped").expect("failover_skipped is logged");
+        assert_eq!(skipped.data["provider"], json!("fallback-llm"));
+        assert!(events.iter().any(|e| e.kind == "job_failed"));
+        assert!(claim(&engine, &owner(ALICE), "w1", "fallback-llm", 1).await.is_empty());
+    }
+
+    async fn a_certification_for_an_old_contract_or_a_failed_latest_run_does_not_count(db) {
+        let engine = db.engine();
+        let old_hash = certify(&engine, ALICE, "fallback-llm").await;
+        let new_schema = json!({"type": "object", "required": ["text", "tokens"]});
+        let new_hash = engine.register_contract(ALICE, "generate", &new_schema).await.unwrap();
+        assert_ne!(old_hash, new_hash, "a new schema gives a new hash");
+        let job = engine.job(&owner(ALICE), engine.submit(ALICE, "a", &llm_job(json!({}), quick_options())).await.unwrap().job.id).await.unwrap();
+        assert_eq!(code_of(&engine.create_attempt(&owner(ALICE), job.id, 0, "fallback-llm").await), "attempt_in_flight");
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "no", false)).await.unwrap();
+        assert_eq!(engine.job(&owner(ALICE), job.id).await.unwrap().status, JobStatus::Failed, "the old certification does not count");
+
+        // Certified for the new hash, then a later failing run: the latest counts.
+        engine.record_certification(ALICE, "generate", "fallback-llm", &new_hash, true, json!({})).await.unwrap();
+        engine.record_certification(ALICE, "generate", "fallback-llm", &new_hash, false, json!({"failed": "case 2"})).await.unwrap();
+        let job = engine.submit(ALICE, "b", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "no", false)).await.unwrap();
+        assert_eq!(engine.job(&owner(ALICE), job.id).await.unwrap().status, JobStatus::Failed);
+
+        // A passing run after that restores failover.
+        engine.record_certification(ALICE, "generate", "fallback-llm", &new_hash, true, json!({})).await.unwrap();
+        let job = engine.submit(ALICE, "c", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "no", false)).await.unwrap();
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(job.activities[0].attempts[1].provider, "fallback-llm");
+    }
+
+    async fn platform_contracts_and_certifications_serve_every_owner(db) {
+        let engine = db.engine();
+        certify(&engine, "*", "fallback-llm").await;
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "no", false)).await.unwrap();
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(job.activities[0].attempts[1].provider, "fallback-llm");
+        // The platform contract is enforced on alice's results too.
+        let next = claim_one(&engine, "fallback-llm").await;
+        assert_eq!(code_of(&engine.complete(&Scope::AllOwners, next.attempt_id, &result_of(&next, json!(1))).await), "contract_violation");
+    }
+
+    async fn an_attempt_nobody_started_in_time_expires_and_fails_over(db) {
+        let engine = db.engine();
+        certify(&engine, ALICE, "fallback-llm").await;
+        let mut options = quick_options();
+        options.schedule_to_start_timeout_s = Some(1);
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), options)).await.unwrap().job;
+        wait_for("the schedule-to-start deadline to pass", Duration::from_secs(10), || async {
+            engine.reap().await.unwrap().expired == 1
+        }).await;
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        let attempts = &job.activities[0].attempts;
+        assert_eq!(attempts[0].status, AttemptStatus::Expired);
+        assert_eq!((attempts[1].provider.as_str(), attempts[1].status), ("fallback-llm", AttemptStatus::Scheduled));
+        assert!(claim(&engine, &owner(ALICE), "w1", "primary-llm", 1).await.is_empty(), "the expired attempt is never handed out");
+        let events = event_types(&engine, job.id).await;
+        assert!(events.ends_with(&["attempt_expired".to_owned(), "failover".to_owned()]), "{events:?}");
+    }
+
+    async fn with_manual_failover_the_activity_waits_for_a_person(db) {
+        let engine = db.engine();
+        certify(&engine, ALICE, "fallback-llm").await;
+        let mut options = quick_options();
+        options.failover = Failover::Manual;
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), options)).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "rate limited", true)).await.unwrap();
+        let waiting = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(waiting.activities[0].status, ActivityStatus::Waiting);
+        assert_eq!(waiting.activities[0].attempts.len(), 1, "nothing automatic, not even a retry");
+
+        let created = engine.create_attempt(&owner(ALICE), job.id, 0, "fallback-llm").await.unwrap();
+        assert_eq!((created.number, created.status), (2, AttemptStatus::Scheduled));
+        let task = claim_one(&engine, "fallback-llm").await;
+        assert_eq!(task.attempt_id, created.id);
+        engine.complete(&Scope::AllOwners, task.attempt_id, &result_of(&task, json!({"text": "chosen by hand"}))).await.unwrap();
+        assert_eq!(engine.job(&owner(ALICE), job.id).await.unwrap().status, JobStatus::Succeeded);
+    }
+}

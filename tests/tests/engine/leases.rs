@@ -1,0 +1,205 @@
+//! Invariants 3 and 5: a timeout is unknown, not failed; leases are fenced by their token.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use onceflow_engine::model::{ActivityStatus, AttemptStatus, CompletionOutcome, JobStatus, Scope};
+use onceflow_tests::{
+    attempt_view, certify, claim, claim_one, code_of, error_of, event_types, llm_job, owner,
+    quick_options, reap_until_unknown, result_of, rules, ALICE,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+rules! {
+    async fn an_expired_lease_makes_the_attempt_unknown_not_failed(db) {
+        let engine = db.engine();
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let task = claim_one(&engine, "primary-llm").await;
+        reap_until_unknown(&engine, job.id, task.attempt_id).await;
+
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        let activity = &job.activities[0];
+        assert_eq!(activity.status, ActivityStatus::Blocked, "unknown blocks the activity");
+        assert_eq!(activity.attempts.len(), 1, "nothing was retried automatically");
+        assert_eq!(activity.attempts[0].status, AttemptStatus::Unknown);
+        assert_eq!(job.status, JobStatus::Running, "the job is not failed");
+        assert!(event_types(&engine, job.id).await.contains(&"attempt_heartbeat_lost".to_owned()));
+
+        // More reaper passes change nothing: unknown waits for a result or a person.
+        engine.reap().await.unwrap();
+        let again = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(again.activities[0].attempts.len(), 1);
+    }
+
+    async fn unknown_refuses_a_new_attempt_until_a_late_result_arrives(db) {
+        let engine = db.engine();
+        certify(&engine, ALICE, "fallback-llm").await;
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let task = claim_one(&engine, "primary-llm").await;
+        reap_until_unknown(&engine, job.id, task.attempt_id).await;
+
+        let refused = engine.create_attempt(&owner(ALICE), job.id, 0, "fallback-llm").await;
+        assert_eq!(code_of(&refused), "attempt_in_flight");
+        match refused {
+            Err(onceflow_engine::EngineError::AttemptInFlight { attempt_id, status }) => {
+                assert_eq!((attempt_id, status), (task.attempt_id, AttemptStatus::Unknown));
+            }
+            other => panic!("{other:?}"),
+        }
+
+        // The remote side was still working: its late result is judged by the CAS and wins.
+        let outcome = engine
+            .complete(&Scope::AllOwners, task.attempt_id, &result_of(&task, json!({"text": "late but fine"})))
+            .await
+            .unwrap();
+        assert_eq!(outcome, CompletionOutcome::Won);
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(job.status, JobStatus::Succeeded);
+        assert_eq!(job.result, Some(json!({"text": "late but fine"})));
+        assert_eq!(job.activities[0].attempts[0].status, AttemptStatus::Succeeded);
+        assert_eq!(code_of(&engine.create_attempt(&owner(ALICE), job.id, 0, "fallback-llm").await), "activity_completed");
+    }
+
+    async fn unknown_refuses_a_new_attempt_until_an_operator_cancels_it(db) {
+        let engine = db.engine();
+        certify(&engine, ALICE, "fallback-llm").await;
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let task = claim_one(&engine, "primary-llm").await;
+        reap_until_unknown(&engine, job.id, task.attempt_id).await;
+        assert_eq!(code_of(&engine.create_attempt(&owner(ALICE), job.id, 0, "fallback-llm").await), "attempt_in_flight");
+
+        let cancelled = engine.cancel_attempt("ops", task.attempt_id, "provider confirmed no request").await.unwrap();
+        assert_eq!(cancelled.status, AttemptStatus::Cancelled);
+        assert_eq!(cancelled.cancelled_by.as_deref(), Some("ops"));
+        assert_eq!(cancelled.cancel_reason.as_deref(), Some("provider confirmed no request"));
+
+        // Failover is automatic once the unknown attempt is resolved.
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        let attempts = &job.activities[0].attempts;
+        assert_eq!(attempts.len(), 2);
+        assert_eq!((attempts[1].provider.as_str(), attempts[1].status), ("fallback-llm", AttemptStatus::Scheduled));
+        assert_eq!(job.activities[0].status, ActivityStatus::Scheduled);
+        let events = event_types(&engine, job.id).await;
+        assert!(events.ends_with(&["attempt_cancelled".to_owned(), "failover".to_owned()]), "{events:?}");
+    }
+
+    async fn a_late_error_of_an_unknown_attempt_lets_the_policy_move_on(db) {
+        let engine = db.engine();
+        certify(&engine, ALICE, "fallback-llm").await;
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let task = claim_one(&engine, "primary-llm").await;
+        reap_until_unknown(&engine, job.id, task.attempt_id).await;
+        let outcome = engine
+            .complete(&Scope::AllOwners, task.attempt_id, &error_of(&task, "upstream refused", false))
+            .await
+            .unwrap();
+        assert_eq!(outcome, CompletionOutcome::Recorded);
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        let attempts = &job.activities[0].attempts;
+        assert_eq!(attempts[0].status, AttemptStatus::Failed);
+        assert_eq!(attempts[1].provider, "fallback-llm");
+    }
+
+    async fn heartbeats_keep_a_lease_alive_past_the_heartbeat_timeout(db) {
+        let engine = db.engine();
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let task = claim_one(&engine, "primary-llm").await;
+        let started = tokio::time::Instant::now();
+        // Run the reaper continuously for 2.5 heartbeat timeouts while heartbeating.
+        while started.elapsed() < Duration::from_millis(2500) {
+            let ack = engine.heartbeat(&owner(ALICE), task.attempt_id, task.lease_token, Some(&json!({"progress": 1}))).await.unwrap();
+            assert!(!ack.cancel_requested);
+            engine.reap().await.unwrap();
+            assert_eq!(attempt_view(&engine, job.id, task.attempt_id).await.status, AttemptStatus::Started);
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let outcome = engine.complete(&owner(ALICE), task.attempt_id, &result_of(&task, json!({"text": "slow"}))).await.unwrap();
+        assert_eq!(outcome, CompletionOutcome::Won);
+    }
+
+    async fn a_heartbeat_with_the_lease_token_revives_an_unknown_attempt(db) {
+        let engine = db.engine();
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let task = claim_one(&engine, "primary-llm").await;
+        reap_until_unknown(&engine, job.id, task.attempt_id).await;
+        let ack = engine.heartbeat(&owner(ALICE), task.attempt_id, task.lease_token, None).await.unwrap();
+        assert!(!ack.cancel_requested);
+        let job = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(job.activities[0].attempts[0].status, AttemptStatus::Started);
+        assert_eq!(job.activities[0].status, ActivityStatus::Running);
+        assert!(event_types(&engine, job.id).await.contains(&"attempt_revived".to_owned()));
+    }
+
+    async fn a_wrong_lease_token_changes_nothing(db) {
+        let engine = db.engine();
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let task = claim_one(&engine, "primary-llm").await;
+        let before = engine.job(&owner(ALICE), job.id).await.unwrap();
+        let events_before = event_types(&engine, job.id).await;
+        let forged = Uuid::new_v4();
+
+        assert_eq!(code_of(&engine.heartbeat(&owner(ALICE), task.attempt_id, forged, None).await), "lease_lost");
+        let mut stolen = result_of(&task, json!({"text": "forged"}));
+        stolen.lease_token = forged;
+        assert_eq!(code_of(&engine.complete(&owner(ALICE), task.attempt_id, &stolen).await), "lease_lost");
+        let mut stolen_error = error_of(&task, "forged", false);
+        stolen_error.lease_token = forged;
+        assert_eq!(code_of(&engine.complete(&owner(ALICE), task.attempt_id, &stolen_error).await), "lease_lost");
+
+        let after = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(before, after, "a stale writer changed nothing");
+        assert_eq!(events_before, event_types(&engine, job.id).await);
+        // The real holder still completes.
+        let outcome = engine.complete(&owner(ALICE), task.attempt_id, &result_of(&task, json!({"text": "real"}))).await.unwrap();
+        assert_eq!(outcome, CompletionOutcome::Won);
+    }
+
+    async fn a_stale_worker_whose_attempt_was_revived_elsewhere_cannot_write(db) {
+        // Two claims of two jobs give two tokens; one token never opens the other attempt.
+        let engine = db.engine();
+        let a = engine.submit(ALICE, "a", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        engine.submit(ALICE, "b", &llm_job(json!({}), quick_options())).await.unwrap();
+        let tasks = claim(&engine, &owner(ALICE), "w1", "primary-llm", 2).await;
+        assert_eq!(tasks.len(), 2);
+        assert_ne!(tasks[0].lease_token, tasks[1].lease_token);
+        let mut crossed = result_of(&tasks[1], json!({"text": "x"}));
+        crossed.lease_token = tasks[1].lease_token;
+        assert_eq!(code_of(&engine.complete(&owner(ALICE), tasks[0].attempt_id, &crossed).await), "lease_lost");
+        assert_eq!(engine.job(&owner(ALICE), a.id).await.unwrap().status, JobStatus::Running);
+    }
+
+    async fn a_heartbeat_of_a_finished_attempt_is_lease_lost(db) {
+        let engine = db.engine();
+        engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap();
+        let task = claim_one(&engine, "primary-llm").await;
+        engine.complete(&owner(ALICE), task.attempt_id, &result_of(&task, json!({"text": "done"}))).await.unwrap();
+        assert_eq!(code_of(&engine.heartbeat(&owner(ALICE), task.attempt_id, task.lease_token, None).await), "lease_lost");
+    }
+
+    async fn concurrent_reapers_change_each_attempt_once(db) {
+        let (engines, _turn) = db.separate_engines(4).await;
+        let engine = &engines[0];
+        let n = 30;
+        for i in 0..n {
+            engine.submit(ALICE, &format!("k{i}"), &llm_job(json!({}), quick_options())).await.unwrap();
+        }
+        let tasks = claim(engine, &owner(ALICE), "w1", "primary-llm", 100).await;
+        assert_eq!(tasks.len(), n);
+        // Wait until every lease has expired by the database's clock.
+        onceflow_tests::wait_for("all leases to expire", Duration::from_secs(10), || async {
+            let live: i64 = sqlx::query_scalar("SELECT count(*) FROM attempts WHERE lease_expires_at >= now()")
+                .fetch_one(&db.pool).await.unwrap();
+            live == 0
+        }).await;
+        let reports = join_all(engines.iter().map(|e| e.reap())).await;
+        let unknown: u64 = reports.into_iter().map(|r| r.unwrap().unknown).sum();
+        assert_eq!(unknown, n as u64, "together the reapers changed each attempt exactly once");
+        let lost: i64 = sqlx::query_scalar("SELECT count(*) FROM job_events WHERE type = 'attempt_heartbeat_lost'")
+            .fetch_one(&db.pool).await.unwrap();
+        assert_eq!(lost, n as i64, "one heartbeat-lost event per attempt");
+        let still_started: i64 = sqlx::query_scalar("SELECT count(*) FROM attempts WHERE status <> 'unknown'")
+            .fetch_one(&db.pool).await.unwrap();
+        assert_eq!(still_started, 0);
+    }
+}
