@@ -9,4 +9,5 @@ mod engine {
     mod intervene;
     mod isolation;
     mod leases;
+    mod store_guards;
 }

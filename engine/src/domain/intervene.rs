@@ -168,8 +168,8 @@ impl Engine {
 
     /// The owner of a job visible in `scope`.
     async fn owner_of_job(&self, scope: &Scope, job_id: Uuid) -> Result<String, EngineError> {
-        let job = self.store.job_view(scope, job_id).await?.ok_or(EngineError::NotFound)?;
-        visible(scope, &job.owner)?;
-        Ok(job.owner)
+        let owner = self.store.job_owner(scope, job_id).await?.ok_or(EngineError::NotFound)?;
+        visible(scope, &owner)?;
+        Ok(owner)
     }
 }

@@ -31,14 +31,14 @@ impl Engine {
         loop {
             let (seen, changed) = retry_transient!(self.reap_expired_leases())?;
             report.unknown += changed;
-            if seen < BATCH as u64 {
+            if seen < BATCH as u64 || changed == 0 {
                 break;
             }
         }
         loop {
             let (seen, changed) = retry_transient!(self.reap_overdue_scheduled())?;
             report.expired += changed;
-            if seen < BATCH as u64 {
+            if seen < BATCH as u64 || changed == 0 {
                 break;
             }
         }

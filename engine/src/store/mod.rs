@@ -220,6 +220,9 @@ pub trait Store: Send + Sync + 'static {
     async fn locate_attempt(&self, scope: &Scope, attempt_id: Uuid)
         -> StoreResult<Option<AttemptLocation>>;
 
+    /// The owner of a job visible in `scope`.
+    async fn job_owner(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<String>>;
+
     /// A job visible in `scope`, with its activities and attempts.
     async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>>;
 

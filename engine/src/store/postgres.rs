@@ -308,6 +308,17 @@ impl Store for PgStore {
         .transpose()
     }
 
+    async fn job_owner(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<String>> {
+        // Owner isolation: a job outside the scope is not found.
+        Ok(sqlx::query_scalar(
+            "SELECT owner_id FROM jobs WHERE id = $1 AND ($2::text IS NULL OR owner_id = $2)",
+        )
+        .bind(job_id)
+        .bind(scope.owner())
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>> {
         // Owner isolation: a job outside the scope is not found.
         let row = sqlx::query(&format!(
@@ -326,15 +337,7 @@ impl Store for PgStore {
         scope: &Scope,
         job_id: Uuid,
     ) -> StoreResult<Option<Vec<JobEvent>>> {
-        // Owner isolation: a job outside the scope is not found.
-        let owner: Option<String> = sqlx::query_scalar(
-            "SELECT owner_id FROM jobs WHERE id = $1 AND ($2::text IS NULL OR owner_id = $2)",
-        )
-        .bind(job_id)
-        .bind(scope.owner())
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(owner) = owner else { return Ok(None) };
+        let Some(owner) = self.job_owner(scope, job_id).await? else { return Ok(None) };
         let rows = sqlx::query(
             "SELECT seq, at, type, attempt_id, actor, data FROM job_events
              WHERE owner_id = $1 AND job_id = $2 ORDER BY seq",

@@ -1,0 +1,94 @@
+//! Every guarded UPDATE of the store, with the late or stale writer losing. These run
+//! against the `Store` directly, so the guard in the SQL itself is what is tested, not
+//! the domain's checks in front of it.
+
+use onceflow_engine::model::{ActivityStatus, AttemptStatus, JobStatus, Scope};
+use onceflow_engine::store::postgres::PgStore;
+use onceflow_engine::store::{AttemptLocation, LeaseExtension, Store};
+use onceflow_engine::Engine;
+use onceflow_tests::{claim_one, llm_job, quick_options, rules, TestDb, ALICE};
+use serde_json::json;
+use uuid::Uuid;
+
+/// A job whose first attempt a worker holds: (store, job id, activity id, attempt id, token).
+async fn held(db: &TestDb) -> (PgStore, Engine, Uuid, Uuid, Uuid, Uuid) {
+    let engine = db.engine();
+    let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+    let task = claim_one(&engine, "primary-llm").await;
+    let store = PgStore::new(db.pool.clone());
+    let mut tx = store.begin().await.unwrap();
+    let attempt = tx.attempt(ALICE, task.attempt_id).await.unwrap().unwrap();
+    drop(tx);
+    (store, engine, job.id, attempt.activity_id, task.attempt_id, task.lease_token)
+}
+
+rules! {
+    async fn the_activity_cas_loses_with_a_stale_version_or_a_taken_slot(db) {
+        let (store, _, _, activity, attempt, _) = held(db).await;
+        let mut tx = store.begin().await.unwrap();
+        assert!(!tx.commit_activity_result(ALICE, activity, 7, attempt, &json!(1)).await.unwrap(), "stale version loses");
+        assert!(tx.commit_activity_result(ALICE, activity, 0, attempt, &json!(1)).await.unwrap());
+        assert!(!tx.commit_activity_result(ALICE, activity, 0, Uuid::now_v7(), &json!(2)).await.unwrap(), "second writer loses");
+        assert!(!tx.commit_activity_result(ALICE, activity, 1, Uuid::now_v7(), &json!(3)).await.unwrap(), "completed_by is set");
+        let row = tx.activity(ALICE, activity).await.unwrap().unwrap();
+        assert_eq!((row.version, row.completed_by, row.result), (1, Some(attempt), Some(json!(1))));
+    }
+
+    async fn the_job_cas_and_close_lose_with_a_stale_version(db) {
+        let (store, _, job, _, attempt, _) = held(db).await;
+        let mut tx = store.begin().await.unwrap();
+        let current = tx.lock_job(ALICE, job).await.unwrap().unwrap().version;
+        assert!(!tx.commit_job_result(ALICE, job, current + 1, attempt, &json!(1)).await.unwrap());
+        assert!(!tx.close_job(ALICE, job, current - 1, JobStatus::Failed, None).await.unwrap());
+        assert!(tx.commit_job_result(ALICE, job, current, attempt, &json!(1)).await.unwrap());
+        assert!(!tx.close_job(ALICE, job, current + 1, JobStatus::Cancelled, None).await.unwrap(), "a succeeded job stays succeeded");
+        assert_eq!(tx.lock_job(ALICE, job).await.unwrap().unwrap().status, JobStatus::Succeeded);
+    }
+
+    async fn closing_an_activity_loses_once_its_slot_is_taken(db) {
+        let (store, _, _, activity, attempt, _) = held(db).await;
+        let mut tx = store.begin().await.unwrap();
+        assert!(tx.commit_activity_result(ALICE, activity, 0, attempt, &json!(1)).await.unwrap());
+        assert!(!tx.close_activity(ALICE, activity, ActivityStatus::Cancelled, None).await.unwrap());
+        assert!(!tx.set_activity_status(ALICE, activity, &[ActivityStatus::Succeeded], ActivityStatus::Running).await.unwrap(), "a closed activity never reopens");
+        assert_eq!(tx.activity(ALICE, activity).await.unwrap().unwrap().status, ActivityStatus::Succeeded);
+    }
+
+    async fn marking_unknown_loses_to_a_lease_that_is_still_running(db) {
+        let (store, _, _, _, attempt, _) = held(db).await;
+        let mut tx = store.begin().await.unwrap();
+        assert!(!tx.mark_attempt_unknown(ALICE, attempt).await.unwrap());
+        assert_eq!(tx.attempt(ALICE, attempt).await.unwrap().unwrap().status, AttemptStatus::Started);
+    }
+
+    async fn ending_an_attempt_loses_when_its_status_moved(db) {
+        let (store, _, _, _, attempt, _) = held(db).await;
+        let mut tx = store.begin().await.unwrap();
+        assert!(!tx.finish_attempt(ALICE, attempt, &[AttemptStatus::Scheduled], AttemptStatus::Expired, None, None).await.unwrap());
+        assert!(tx.finish_attempt(ALICE, attempt, &[AttemptStatus::Started], AttemptStatus::Failed, None, None).await.unwrap());
+        assert!(!tx.finish_attempt(ALICE, attempt, &[AttemptStatus::Started], AttemptStatus::Succeeded, None, None).await.unwrap(), "ends once");
+        assert!(!tx.cancel_attempt(ALICE, attempt, "ops", "late").await.unwrap(), "a finished attempt is not cancelled");
+        assert_eq!(tx.attempt(ALICE, attempt).await.unwrap().unwrap().status, AttemptStatus::Failed);
+    }
+
+    async fn lease_extension_and_revival_lose_with_a_wrong_token(db) {
+        let (store, _, job, _, attempt, token) = held(db).await;
+        let location = AttemptLocation { owner_id: ALICE.into(), job_id: job };
+        assert_eq!(store.extend_lease(&location, attempt, Uuid::new_v4(), None).await.unwrap(), LeaseExtension::NotExtended);
+        assert_eq!(store.extend_lease(&location, attempt, token, None).await.unwrap(), LeaseExtension::Extended);
+        let mut tx = store.begin().await.unwrap();
+        assert!(!tx.revive_attempt(ALICE, attempt, token, None).await.unwrap(), "only an unknown attempt revives");
+        sqlx::query("UPDATE attempts SET status = 'unknown' WHERE id = $1").bind(attempt).execute(&db.pool).await.unwrap();
+        assert!(!tx.revive_attempt(ALICE, attempt, Uuid::new_v4(), None).await.unwrap(), "a wrong token never revives");
+        assert!(tx.revive_attempt(ALICE, attempt, token, None).await.unwrap());
+    }
+
+    async fn a_claim_never_takes_an_attempt_that_is_not_scheduled(db) {
+        let engine = db.engine();
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let attempt = job.activities[0].attempts[0].id;
+        engine.cancel_attempt("ops", attempt, "not wanted").await.unwrap();
+        let tasks = onceflow_tests::claim(&engine, &Scope::AllOwners, "w", "primary-llm", 10).await;
+        assert!(tasks.iter().all(|t| t.attempt_id != attempt));
+    }
+}
