@@ -58,13 +58,26 @@ pub enum EngineError {
     NotFound,
     /// 409 `idempotency_key_reused`: the key names another intent.
     #[error("this Idempotency-Key was already used for a different request (job {job_id})")]
-    IdempotencyKeyReused { job_id: Uuid },
+    IdempotencyKeyReused {
+        /// The job that already holds the key; nothing was created or changed.
+        job_id: Uuid,
+    },
     /// 409 `attempt_in_flight`: a live attempt exists (invariant 2).
     #[error("attempt {attempt_id} is still {status}; resolve or cancel it first")]
-    AttemptInFlight { attempt_id: Uuid, status: AttemptStatus },
+    AttemptInFlight {
+        /// The live attempt that blocks a new one.
+        attempt_id: Uuid,
+        /// Its status: `scheduled`, `started` or `unknown`.
+        status: AttemptStatus,
+    },
     /// 409 `provider_not_certified` (invariant 6).
     #[error("provider {provider} cannot take over: {reason}")]
-    ProviderNotCertified { provider: String, reason: String },
+    ProviderNotCertified {
+        /// The provider that was asked to take over.
+        provider: String,
+        /// Why not: not in the activity's list, or not certified for the current contract.
+        reason: String,
+    },
     /// 409 `activity_completed`: the result slot is taken or the job is closed.
     #[error("the activity's result slot is already taken or its job is closed")]
     ActivityCompleted,
@@ -76,10 +89,18 @@ pub enum EngineError {
     LeaseLost,
     /// 409 `attempt_not_cancellable`.
     #[error("attempt is {status} and can no longer be cancelled")]
-    AttemptNotCancellable { status: AttemptStatus },
+    AttemptNotCancellable {
+        /// The attempt's finished status (`succeeded`, `lost`, `failed`, `invalid` or `expired`).
+        status: AttemptStatus,
+    },
     /// 422 `contract_violation`: the result fails the activity's output contract.
     #[error("the result does not satisfy the output contract: {}", errors.join("; "))]
-    ContractViolation { contract_hash: String, errors: Vec<String> },
+    ContractViolation {
+        /// The output contract the result was checked against.
+        contract_hash: String,
+        /// Every way the result fails that contract, for humans.
+        errors: Vec<String>,
+    },
     /// 503 `unavailable`: the database does not answer.
     #[error("the database is unavailable")]
     Unavailable(#[source] StoreError),

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! # onceflow engine
 //!
 //! A durable workflow engine whose first promise is **one job per intent**. This crate is

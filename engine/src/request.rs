@@ -12,9 +12,19 @@ use crate::model::{ActivityOptions, Failover, RetryPolicy};
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobTarget {
     /// A workflow job: Rust workflow code run by a worker.
-    Workflow { name: String },
+    Workflow {
+        /// The workflow to run.
+        name: String,
+    },
     /// An activity job: one activity, providers tried in order.
-    Activity { name: String, providers: Vec<String>, options: ActivityOptions },
+    Activity {
+        /// The activity to run.
+        name: String,
+        /// Its providers in failover order; the first is the primary and needs no certification.
+        providers: Vec<String>,
+        /// Timeouts, failover mode and retry policy, every default filled in.
+        options: ActivityOptions,
+    },
 }
 
 /// A job submission with every default filled in.

@@ -24,7 +24,12 @@ pub enum CompletionBody {
     /// The provider's result, to be validated and committed by CAS.
     Result(Value),
     /// The provider failed; `retryable` says whether the same provider may try again.
-    Error { message: String, retryable: bool },
+    Error {
+        /// What went wrong, for humans.
+        message: String,
+        /// Whether the same provider may try again (within the retry budget).
+        retryable: bool,
+    },
 }
 
 const LIVE_OR_CANCELLED: [AttemptStatus; 4] = [

@@ -13,8 +13,11 @@ use crate::store::{JobQuery, StuckQuery};
 pub struct JobListQuery {
     /// Narrow an all-owners scope to one owner (ignored for a single-owner scope).
     pub owner: Option<String>,
+    /// Only jobs in this status.
     pub status: Option<JobStatus>,
+    /// Only workflow jobs running this workflow.
     pub workflow: Option<String>,
+    /// Only activity jobs running this activity.
     pub activity: Option<String>,
     /// 1 to 500; default 50.
     pub limit: Option<u32>,
@@ -25,6 +28,7 @@ pub struct JobListQuery {
 /// One page of jobs, newest first.
 #[derive(Debug, Clone)]
 pub struct JobPage {
+    /// The jobs of this page, newest first, each with its activities and attempts.
     pub jobs: Vec<JobView>,
     /// The cursor of the next page, if there is one.
     pub next: Option<String>,

@@ -26,109 +26,188 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// A job row.
 #[derive(Debug, Clone)]
 pub struct JobRow {
+    /// The owner the row belongs to; every key includes it.
     pub owner_id: String,
+    /// The job's id (UUIDv7).
     pub id: Uuid,
+    /// The key it was submitted with; one job per (owner, key).
     pub idempotency_key: String,
+    /// The request fingerprint that tells a replay from a reused key.
     pub fingerprint: String,
+    /// Whether it is a workflow job or an activity job.
     pub kind: JobKind,
+    /// The workflow it runs; set exactly for a workflow job.
     pub workflow: Option<String>,
+    /// The activity it runs; set exactly for an activity job.
     pub activity: Option<String>,
+    /// The task queue its work is dispatched on.
     pub task_queue: String,
+    /// The input it was submitted with.
     pub input: Value,
+    /// Where the job stands.
     pub status: JobStatus,
+    /// Moves each time the result slot is taken or the job closed; the job CAS compares it.
     pub version: i64,
+    /// The job's result once it succeeded.
     pub result: Option<Value>,
+    /// Why the job failed or was cancelled.
     pub error: Option<ErrorInfo>,
+    /// The attempt whose result the job took; `None` until then.
     pub completed_by: Option<Uuid>,
+    /// When the job was submitted.
     pub created_at: DateTime<Utc>,
+    /// When the job last changed.
     pub updated_at: DateTime<Utc>,
+    /// When the job closed; `None` while it is open.
     pub finished_at: Option<DateTime<Utc>>,
 }
 
 /// An activity row.
 #[derive(Debug, Clone)]
 pub struct ActivityRow {
+    /// The owner the row belongs to; every key includes it.
     pub owner_id: String,
+    /// The activity's id.
     pub id: Uuid,
+    /// The job it belongs to.
     pub job_id: Uuid,
+    /// Its position in the job, from 0.
     pub seq: i32,
+    /// The activity's name.
     pub name: String,
+    /// Its providers in failover order; the first is the primary.
     pub providers: Vec<String>,
+    /// Its timeouts, failover mode and retry policy.
     pub options: ActivityOptions,
+    /// The task queue its attempts are dispatched on.
     pub task_queue: String,
+    /// The input every attempt runs with.
     pub input: Value,
+    /// Where the activity stands.
     pub status: ActivityStatus,
+    /// Moves only when the result slot is taken or closed; the activity CAS compares it.
     pub version: i64,
+    /// The attempt whose result won the slot; `None` until one wins.
     pub completed_by: Option<Uuid>,
+    /// The winning attempt's result.
     pub result: Option<Value>,
+    /// Why the activity failed or was cancelled.
     pub error: Option<ErrorInfo>,
 }
 
 /// An attempt row.
 #[derive(Debug, Clone)]
 pub struct AttemptRow {
+    /// The owner the row belongs to; every key includes it.
     pub owner_id: String,
+    /// The attempt's id.
     pub id: Uuid,
+    /// The activity it tries.
     pub activity_id: Uuid,
+    /// The job of that activity.
     pub job_id: Uuid,
+    /// Counts within the activity: 1, 2, 3 … across providers.
     pub number: i32,
+    /// The activity's name, copied so that dispatch reads one table.
     pub activity: String,
+    /// The task queue it is dispatched on.
     pub task_queue: String,
+    /// The provider this attempt runs at.
     pub provider: String,
+    /// Where the attempt stands; `scheduled`, `started` and `unknown` are live.
     pub status: AttemptStatus,
+    /// The worker it was handed to; `None` while it is `scheduled`.
     pub worker_id: Option<String>,
+    /// The attempt's fencing token, set once when a worker is handed the attempt.
     pub lease_token: Option<Uuid>,
+    /// When the lease expires unless renewed by a heartbeat; `None` when it holds no lease.
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The activity version read when it was handed out; its CAS compares it.
     pub read_version: Option<i64>,
+    /// The last heartbeat (or start) that renewed its lease.
     pub heartbeat_at: Option<DateTime<Utc>>,
+    /// When a worker was handed the attempt.
     pub started_at: Option<DateTime<Utc>>,
+    /// When its lease expired, making it `unknown`; `None` unless it is `unknown`.
     pub unknown_at: Option<DateTime<Utc>>,
+    /// When the attempt ended; `None` while it is live.
     pub finished_at: Option<DateTime<Utc>>,
+    /// The error it ended with, if any.
     pub error: Option<ErrorInfo>,
+    /// What its first completion answered; a repeated completion answers the same.
     pub completion_outcome: Option<CompletionOutcome>,
+    /// Who cancelled it; stays set after a late result.
     pub cancelled_by: Option<String>,
+    /// Why it was cancelled.
     pub cancel_reason: Option<String>,
+    /// When the attempt was created.
     pub created_at: DateTime<Utc>,
 }
 
 /// A job to insert.
 #[derive(Debug, Clone)]
 pub struct NewJob {
+    /// The owner submitting the job.
     pub owner_id: String,
+    /// The new job's id (UUIDv7).
     pub id: Uuid,
+    /// The key that makes the job one per intent for its owner.
     pub idempotency_key: String,
+    /// The request fingerprint, compared when the key comes again.
     pub fingerprint: String,
+    /// Whether it is a workflow job or an activity job.
     pub kind: JobKind,
+    /// The workflow it runs; set exactly for a workflow job.
     pub workflow: Option<String>,
+    /// The activity it runs; set exactly for an activity job.
     pub activity: Option<String>,
+    /// The task queue its work is dispatched on.
     pub task_queue: String,
+    /// The job's input.
     pub input: Value,
 }
 
 /// An activity to insert (status `scheduled`, version 0).
 #[derive(Debug, Clone)]
 pub struct NewActivity {
+    /// The owner of its job.
     pub owner_id: String,
+    /// The new activity's id.
     pub id: Uuid,
+    /// The job it belongs to.
     pub job_id: Uuid,
+    /// Its position in the job, from 0.
     pub seq: i32,
+    /// The activity's name.
     pub name: String,
+    /// Its providers in failover order (at least one); the first is the primary.
     pub providers: Vec<String>,
+    /// Its timeouts, failover mode and retry policy.
     pub options: ActivityOptions,
+    /// The task queue its attempts are dispatched on.
     pub task_queue: String,
+    /// The input every attempt runs with.
     pub input: Value,
 }
 
 /// An attempt to insert (status `scheduled`).
 #[derive(Debug, Clone)]
 pub struct NewAttempt {
+    /// The owner of its job.
     pub owner_id: String,
+    /// The new attempt's id.
     pub id: Uuid,
+    /// The activity it tries.
     pub activity_id: Uuid,
+    /// The job of that activity.
     pub job_id: Uuid,
+    /// Its number within the activity; taken numbers are refused.
     pub number: i32,
+    /// The activity's name.
     pub activity: String,
+    /// The task queue it is dispatched on.
     pub task_queue: String,
+    /// The provider it runs at.
     pub provider: String,
     /// Not handed out before now + this delay (retry backoff).
     pub delay_ms: u64,
@@ -139,11 +218,17 @@ pub struct NewAttempt {
 /// An event to append to a job's history.
 #[derive(Debug, Clone)]
 pub struct NewEvent {
+    /// The owner of the job.
     pub owner_id: String,
+    /// The job whose history it joins.
     pub job_id: Uuid,
+    /// The event type, one of [`crate::model::event`].
     pub kind: &'static str,
+    /// The attempt it concerns, if any.
     pub attempt_id: Option<Uuid>,
+    /// Who did it: `engine`, `reaper`, `client:…`, `worker:…` or `operator:…`.
     pub actor: String,
+    /// What else is known about it.
     pub data: Value,
 }
 
@@ -152,46 +237,63 @@ pub struct NewEvent {
 pub struct ClaimFilter {
     /// Whose attempts the worker serves.
     pub scope: Scope,
+    /// Only attempts dispatched on this task queue.
     pub task_queue: String,
     /// The (activity, provider) pairs the worker has registered.
     pub providers: Vec<(String, String)>,
+    /// The polling worker, recorded on each attempt it is handed.
     pub worker_id: String,
+    /// At most this many attempts are handed out.
     pub limit: i64,
 }
 
 /// An attempt just handed out, with what its task needs from the activity.
 #[derive(Debug, Clone)]
 pub struct ClaimedAttempt {
+    /// The attempt, now `started` with its lease token.
     pub attempt: AttemptRow,
+    /// Its activity's position in the job.
     pub activity_seq: i32,
+    /// The activity's input.
     pub input: Value,
+    /// The activity's options, for the task's timeouts.
     pub options: ActivityOptions,
 }
 
 /// Where an attempt lives.
 #[derive(Debug, Clone)]
 pub struct AttemptLocation {
+    /// The owner of the attempt's job.
     pub owner_id: String,
+    /// The job the attempt belongs to.
     pub job_id: Uuid,
 }
 
 /// Filters for listing jobs, newest first.
 #[derive(Debug, Clone, Default)]
 pub struct JobQuery {
+    /// Only this owner's jobs; `None` for every owner.
     pub owner: Option<String>,
+    /// Only jobs in this status.
     pub status: Option<JobStatus>,
+    /// Only workflow jobs running this workflow.
     pub workflow: Option<String>,
+    /// Only activity jobs running this activity.
     pub activity: Option<String>,
     /// Only jobs older than this id (the cursor).
     pub before_id: Option<Uuid>,
+    /// At most this many jobs.
     pub limit: i64,
 }
 
 /// Filters for listing stuck attempts across owners, oldest first.
 #[derive(Debug, Clone)]
 pub struct StuckQuery {
+    /// Only attempts in these statuses.
     pub statuses: Vec<AttemptStatus>,
+    /// Only attempts in their status for at least this long.
     pub older_than_s: u64,
+    /// At most this many attempts.
     pub limit: i64,
 }
 
