@@ -17,7 +17,10 @@
 //! 7. every state change is one transaction with its event;
 //! 8. owners are isolated: another owner's ids are not found.
 
+pub mod background;
+pub mod cli;
 pub mod domain;
+pub mod http;
 pub mod error;
 pub mod model;
 pub mod request;

@@ -49,7 +49,7 @@ impl Scope {
 macro_rules! status_enum {
     ($(#[$meta:meta])* $name:ident { $( $(#[$vmeta:meta])* $variant:ident => $text:literal ),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
         #[serde(rename_all = "snake_case")]
         pub enum $name { $( $(#[$vmeta])* $variant ),+ }
 
@@ -190,6 +190,44 @@ status_enum! {
 }
 
 status_enum! {
+    /// What a token may do (API.md, Conventions).
+    Role {
+        /// Submits and reads its owner's jobs.
+        Client => "client",
+        /// Runs attempts of its owner's jobs (`*`: of every owner).
+        Worker => "worker",
+        /// Reads every owner's jobs and cancels stuck attempts out-of-band.
+        Operator => "operator",
+        /// Mints and revokes tokens.
+        Admin => "admin",
+    }
+}
+
+/// Who is calling: the owner and role of an authenticated token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The token's id (never the token itself).
+    pub token_id: Uuid,
+    /// The owner the token acts for.
+    pub owner: String,
+    /// What the token may do.
+    pub role: Role,
+}
+
+/// A token just minted. The `token` is shown this once; only its hash is stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct IssuedToken {
+    /// Names the token, e.g. to revoke it.
+    pub id: Uuid,
+    /// The bearer token.
+    pub token: String,
+    /// The owner it acts for.
+    pub owner: String,
+    /// What it may do.
+    pub role: Role,
+}
+
+status_enum! {
     /// A job is either a workflow job (runs Rust workflow code) or an activity job.
     JobKind {
         /// `workflow`: runs Rust workflow code, which schedules its activities.
@@ -211,7 +249,7 @@ status_enum! {
 }
 
 /// The retry budget and backoff of an activity at each provider.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RetryPolicy {
     /// Attempts made at one provider before moving to the next (at least 1).
     pub max_attempts_per_provider: u32,
@@ -248,7 +286,7 @@ impl RetryPolicy {
 }
 
 /// The options of an activity, every default filled in. `None` for a timeout means none.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ActivityOptions {
     /// A started attempt that has not heartbeated for this long becomes `unknown`.
     pub heartbeat_timeout_s: Option<u64>,
@@ -276,7 +314,7 @@ impl Default for ActivityOptions {
 
 /// An error recorded on a job, activity or attempt: `{"code", "message"}` plus, for
 /// attempts, whether the worker said it may be retried.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ErrorInfo {
     /// A snake_case code, e.g. `providers_exhausted`.
     pub code: String,
@@ -298,7 +336,7 @@ impl ErrorInfo {
 }
 
 /// A job as API.md shows it, with its activities and their attempts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobView {
     /// The job's id (UUIDv7), as in `GET /v1/jobs/{id}`.
     pub id: Uuid,
@@ -335,7 +373,7 @@ pub struct JobView {
 }
 
 /// An activity of a job, with its attempts in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ActivityView {
     /// The activity's position in its job, from 0.
     pub seq: i32,
@@ -358,7 +396,7 @@ pub struct ActivityView {
 }
 
 /// One attempt as API.md shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AttemptView {
     /// The attempt's id; workers address it by this id.
     pub id: Uuid,
@@ -387,7 +425,7 @@ pub struct AttemptView {
 }
 
 /// An attempt listed for operators, with the job and owner it belongs to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct StuckAttempt {
     /// The attempt, flattened into the same JSON object.
     #[serde(flatten)]
@@ -404,7 +442,7 @@ pub struct StuckAttempt {
 }
 
 /// One entry of a job's append-only history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobEvent {
     /// The event's position in the job's history, from 1.
     pub seq: i64,
@@ -422,7 +460,7 @@ pub struct JobEvent {
 }
 
 /// A task handed to a worker: the right to run one attempt under a lease.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ActivityTask {
     /// Always `activity` for an activity task.
     pub kind: String,
@@ -453,7 +491,7 @@ pub struct ActivityTask {
 }
 
 /// A registered output contract.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Contract {
     /// The owner the contract belongs to (`*` for every owner).
     pub owner: String,
@@ -466,7 +504,7 @@ pub struct Contract {
 }
 
 /// A recorded run of a provider's contract tests.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Certification {
     /// The certification's id.
     pub id: Uuid,

@@ -1,7 +1,8 @@
 //! Job requests: parsing the body of `POST /v1/jobs` with every default filled in, and the
 //! request fingerprint that tells a replay from a reused idempotency key.
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
@@ -72,7 +73,7 @@ impl JobRequest {
     /// Parses a `POST /v1/jobs` body. Missing fields get API.md's defaults, field by
     /// field; `null` for a timeout means none. Errors name the offending field.
     pub fn from_json(body: &Value) -> Result<Self, EngineError> {
-        let raw: RawJobRequest = serde_path_to_error::deserialize(body).map_err(|e| {
+        let raw: JobRequestBody = serde_path_to_error::deserialize(body).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
             if path == "." {
@@ -285,20 +286,29 @@ where
     Option::<T>::deserialize(deserializer)
 }
 
-#[derive(Deserialize)]
-struct RawJobRequest {
+/// The body of `POST /v1/jobs` as sent: exactly one of `workflow` or `activity`; every
+/// missing field gets API.md's default when it is resolved into a [`JobRequest`].
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+pub struct JobRequestBody {
+    /// The workflow to run (a workflow job).
     #[serde(default)]
-    workflow: Option<String>,
+    pub workflow: Option<String>,
+    /// The activity to run (an activity job).
     #[serde(default)]
-    activity: Option<String>,
+    pub activity: Option<String>,
+    /// Providers of the activity, in the order they are tried; the first is the primary.
     #[serde(default)]
-    providers: Option<Vec<String>>,
+    pub providers: Option<Vec<String>>,
+    /// The job's input, any JSON.
     #[serde(default)]
-    input: Option<Value>,
+    #[schema(value_type = Object)]
+    pub input: Option<Value>,
+    /// Defaults to `default`.
     #[serde(default)]
-    task_queue: Option<String>,
+    pub task_queue: Option<String>,
+    /// Activity options; missing fields get their defaults.
     #[serde(default)]
-    options: Option<RawOptions>,
+    pub options: Option<ActivityOptionsBody>,
 }
 
 fn default_heartbeat() -> Option<u64> {
@@ -308,23 +318,29 @@ fn default_start_to_close() -> Option<u64> {
     ActivityOptions::default().start_to_close_timeout_s
 }
 
-#[derive(Deserialize)]
-struct RawOptions {
+/// `options` of an activity job as sent; missing fields get their defaults.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+pub struct ActivityOptionsBody {
+    /// Default 30; `null` for none.
     #[serde(default = "default_heartbeat", deserialize_with = "nullable")]
-    heartbeat_timeout_s: Option<u64>,
+    pub heartbeat_timeout_s: Option<u64>,
+    /// Default 300; `null` for none.
     #[serde(default = "default_start_to_close", deserialize_with = "nullable")]
-    start_to_close_timeout_s: Option<u64>,
+    pub start_to_close_timeout_s: Option<u64>,
+    /// Default `null` (none).
     #[serde(default, deserialize_with = "nullable")]
-    schedule_to_start_timeout_s: Option<u64>,
+    pub schedule_to_start_timeout_s: Option<u64>,
+    /// `auto` (default) or `manual`.
     #[serde(default)]
-    failover: Option<Failover>,
+    pub failover: Option<Failover>,
+    /// Retry budget and backoff per provider.
     #[serde(default)]
-    retry: Option<RawRetry>,
+    pub retry: Option<RetryPolicyBody>,
 }
 
-impl Default for RawOptions {
+impl Default for ActivityOptionsBody {
     fn default() -> Self {
-        RawOptions {
+        ActivityOptionsBody {
             heartbeat_timeout_s: default_heartbeat(),
             start_to_close_timeout_s: default_start_to_close(),
             schedule_to_start_timeout_s: None,
@@ -334,7 +350,7 @@ impl Default for RawOptions {
     }
 }
 
-impl RawOptions {
+impl ActivityOptionsBody {
     fn resolve(self) -> ActivityOptions {
         let defaults = RetryPolicy::default();
         let retry = self.retry.unwrap_or_default();
@@ -355,16 +371,21 @@ impl RawOptions {
     }
 }
 
-#[derive(Deserialize, Default)]
-struct RawRetry {
+/// `options.retry` as sent; missing fields get their defaults.
+#[derive(Debug, Deserialize, Serialize, Default, ToSchema)]
+pub struct RetryPolicyBody {
+    /// Default 3.
     #[serde(default)]
-    max_attempts_per_provider: Option<u32>,
+    pub max_attempts_per_provider: Option<u32>,
+    /// Default 200.
     #[serde(default)]
-    initial_backoff_ms: Option<u64>,
+    pub initial_backoff_ms: Option<u64>,
+    /// Default 30000.
     #[serde(default)]
-    max_backoff_ms: Option<u64>,
+    pub max_backoff_ms: Option<u64>,
+    /// Default 2.0.
     #[serde(default)]
-    multiplier: Option<f64>,
+    pub multiplier: Option<f64>,
 }
 
 /// Checks an `Idempotency-Key`: 1–255 visible ASCII characters (`!`…`~`). Empty counts

@@ -6,6 +6,8 @@
 //! may connect to in order to create and drop others), by default
 //! `postgres://postgres@127.0.0.1:5432/postgres`.
 
+pub mod server;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +33,8 @@ static HEAVY: Semaphore = Semaphore::const_new(1);
 /// A fresh, migrated database that is dropped when this value is.
 pub struct TestDb {
     name: String,
-    options: PgConnectOptions,
+    /// How to connect to the test database.
+    pub options: PgConnectOptions,
     /// A small pool on the test database, for engines and direct checks.
     pub pool: PgPool,
 }
@@ -53,6 +56,15 @@ impl TestDb {
         let db = TestDb { name, options, pool };
         db.engine().migrate().await.expect("migrations apply");
         db
+    }
+
+    /// The URL of the test database, for child processes.
+    pub fn url(&self) -> String {
+        let admin = admin_url();
+        match admin.rfind('/') {
+            Some(i) => format!("{}/{}", &admin[..i], self.name),
+            None => format!("{admin}/{}", self.name),
+        }
     }
 
     /// An engine on this database sharing [`TestDb::pool`].

@@ -19,11 +19,14 @@ mod intervene;
 mod policy;
 mod reaper;
 mod submit;
+mod tokens;
 mod views;
 
 use std::sync::Arc;
 
 use serde_json::Value;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::{EngineError, StoreError};
@@ -42,6 +45,7 @@ pub use views::{JobListQuery, JobPage, StuckAttemptsQuery};
 pub struct Engine {
     store: Arc<dyn Store>,
     contracts: Arc<contracts::ValidatorCache>,
+    work: Arc<Notify>,
 }
 
 /// Who did something, as written to `job_events.actor`.
@@ -87,7 +91,11 @@ pub(crate) use retry_transient;
 impl Engine {
     /// An engine over `store`. Call [`Engine::migrate`] once before use on a new database.
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Engine { store, contracts: Arc::new(contracts::ValidatorCache::default()) }
+        Engine {
+            store,
+            contracts: Arc::new(contracts::ValidatorCache::default()),
+            work: Arc::new(Notify::new()),
+        }
     }
 
     /// Connects to PostgreSQL at `url` (pool of `max_connections`).
@@ -106,6 +114,18 @@ impl Engine {
     /// Answers `Ok` when the database answers.
     pub async fn ping(&self) -> Result<(), EngineError> {
         self.store.ping().await.map_err(EngineError::Unavailable)
+    }
+
+    /// Woken (as a hint) when attempts become available, by this engine or another one
+    /// on the same database while [`Engine::listen_for_work`] runs.
+    pub fn work_signal(&self) -> Arc<Notify> {
+        self.work.clone()
+    }
+
+    /// Relays other engines' "work scheduled" hints to [`Engine::work_signal`] until
+    /// `shutdown`.
+    pub async fn listen_for_work(&self, shutdown: CancellationToken) {
+        self.store.listen_for_work(self.work.clone(), shutdown).await
     }
 
     async fn begin(&self) -> Result<Box<dyn StoreTx>, EngineError> {

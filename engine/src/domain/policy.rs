@@ -197,6 +197,7 @@ impl Engine {
             ActivityStatus::Scheduled,
         )
         .await?;
+        tx.notify_work(&activity.task_queue).await?;
         Ok(inserted.id)
     }
 }

@@ -119,6 +119,7 @@ impl Engine {
                     "a new activity already had a live attempt".into(),
                 ))
             })?;
+            tx.notify_work(&request.task_queue).await?;
             events.push(
                 event::ATTEMPT_SCHEDULED,
                 Some(inserted.id),

@@ -9,7 +9,11 @@
 
 pub mod postgres;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
@@ -17,7 +21,7 @@ use uuid::Uuid;
 use crate::error::StoreError;
 use crate::model::{
     ActivityOptions, ActivityStatus, AttemptStatus, Certification, CompletionOutcome, Contract,
-    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Scope, StuckAttempt,
+    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, Scope, StuckAttempt,
 };
 
 /// A result of the storage layer.
@@ -306,6 +310,19 @@ pub enum LeaseExtension {
     NotExtended,
 }
 
+/// A stored API token: only its hash, never the token.
+#[derive(Debug, Clone)]
+pub struct TokenRow {
+    /// The owner the token acts for.
+    pub owner_id: String,
+    /// Names the token.
+    pub id: Uuid,
+    /// What the token may do.
+    pub role: Role,
+    /// SHA-256 of the token, hex.
+    pub token_hash: String,
+}
+
 /// The storage backend. Implementations: [`postgres::PgStore`].
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -353,6 +370,19 @@ pub trait Store: Send + Sync + 'static {
 
     /// Records a certification run.
     async fn insert_certification(&self, certification: &Certification) -> StoreResult<()>;
+
+    /// Stores a new token (its hash).
+    async fn insert_token(&self, token: &TokenRow) -> StoreResult<()>;
+
+    /// The unrevoked token with this hash.
+    async fn token_by_hash(&self, token_hash: &str) -> StoreResult<Option<TokenRow>>;
+
+    /// Revokes a token; `false` when no unrevoked token has this id.
+    async fn revoke_token(&self, token_id: Uuid) -> StoreResult<bool>;
+
+    /// Until `shutdown`, wakes `signal`'s waiters whenever any process schedules work
+    /// ([`StoreTx::notify_work`]). A hint only: pollers re-check on a timer too.
+    async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken);
 }
 
 /// One transaction. Dropping it without [`StoreTx::commit`] rolls it back.
@@ -483,6 +513,10 @@ pub trait StoreTx: Send {
         cancelled_by: &str,
         reason: &str,
     ) -> StoreResult<bool>;
+
+    /// Tells waiting pollers, once this transaction commits, that attempts on
+    /// `task_queue` became available.
+    async fn notify_work(&mut self, task_queue: &str) -> StoreResult<()>;
 
     /// Appends events to job histories, in order.
     async fn append_events(&mut self, events: &[NewEvent]) -> StoreResult<()>;

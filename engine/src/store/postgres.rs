@@ -2,19 +2,23 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use std::sync::Arc;
+
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions, PgRow};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, JobQuery, JobRow,
     LeaseExtension, NewActivity, NewAttempt, NewEvent, NewJob, Store, StoreResult, StoreTx,
-    StuckQuery,
+    StuckQuery, TokenRow,
 };
 use crate::error::StoreError;
 use crate::model::{
     ActivityStatus, ActivityView, AttemptStatus, AttemptView, Certification, CompletionOutcome,
-    Contract, ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Scope, StuckAttempt,
+    Contract, ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, Scope, StuckAttempt,
 };
 
 /// The migrations of `migrations/postgres`, embedded in the binary.
@@ -484,7 +488,83 @@ impl Store for PgStore {
         .await?;
         Ok(())
     }
+
+    async fn insert_token(&self, token: &TokenRow) -> StoreResult<()> {
+        sqlx::query("INSERT INTO api_tokens (owner_id, id, role, token_hash) VALUES ($1, $2, $3, $4)")
+            .bind(&token.owner_id)
+            .bind(token.id)
+            .bind(token.role.as_str())
+            .bind(&token.token_hash)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn token_by_hash(&self, token_hash: &str) -> StoreResult<Option<TokenRow>> {
+        // A revoked token stops working at once.
+        let row = sqlx::query(
+            "SELECT owner_id, id, role, token_hash FROM api_tokens
+             WHERE token_hash = $1 AND revoked_at IS NULL",
+        )
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            let role: String = r.try_get("role")?;
+            Ok(TokenRow {
+                owner_id: r.try_get("owner_id")?,
+                id: r.try_get("id")?,
+                role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
+                token_hash: r.try_get("token_hash")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn revoke_token(&self, token_id: Uuid) -> StoreResult<bool> {
+        let done = sqlx::query("UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL")
+            .bind(token_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
+        while !shutdown.is_cancelled() {
+            let mut listener = match PgListener::connect_with(&self.pool).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot LISTEN for work; pollers fall back to re-checking");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+                    }
+                }
+            };
+            if let Err(e) = listener.listen(WORK_CHANNEL).await {
+                tracing::warn!(error = %e, "LISTEN failed; retrying");
+                continue;
+            }
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    received = listener.recv() => match received {
+                        Ok(_) => signal.notify_waiters(),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                            // Work may have been scheduled while nobody listened.
+                            signal.notify_waiters();
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
+
+/// The channel on which PostgreSQL engines tell each other that work was scheduled.
+const WORK_CHANNEL: &str = "onceflow_work";
 
 /// A PostgreSQL transaction.
 pub struct PgTx {
@@ -884,6 +964,16 @@ impl StoreTx for PgTx {
         .execute(&mut *self.tx)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn notify_work(&mut self, task_queue: &str) -> StoreResult<()> {
+        // A wake-up hint, delivered at commit; identical ones in a transaction merge.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(WORK_CHANNEL)
+            .bind(task_queue)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
     }
 
     async fn append_events(&mut self, events: &[NewEvent]) -> StoreResult<()> {

@@ -1,0 +1,247 @@
+//! The `onceflow` command line: the server, migrations, tokens, and the operator
+//! commands (which talk to a running server over HTTP).
+
+mod operator;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::http::ServerConfig;
+use crate::model::Role;
+use crate::Engine;
+
+/// onceflow: a durable workflow engine whose first promise is one job per intent.
+#[derive(Parser, Debug)]
+#[command(name = "onceflow", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the HTTP server (and the lease reaper) against a database.
+    Serve(ServeArgs),
+    /// Apply the database migrations.
+    Migrate(DatabaseArgs),
+    /// Manage API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Operator commands on attempts (against a running server).
+    #[command(subcommand)]
+    Attempts(AttemptsCommand),
+    /// Read jobs (against a running server).
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+}
+
+#[derive(Args, Debug)]
+struct DatabaseArgs {
+    /// postgres://… ; else ONCEFLOW_DATABASE_URL, else DATABASE_URL.
+    #[arg(long)]
+    database_url: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7380")]
+    bind: SocketAddr,
+    /// Do not apply migrations at start.
+    #[arg(long)]
+    no_migrate: bool,
+    /// How often the lease reaper runs.
+    #[arg(long, default_value_t = 1000)]
+    reaper_interval_ms: u64,
+    /// Largest accepted request body.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    body_limit_bytes: usize,
+    /// Longest a request (other than a long-poll) may take.
+    #[arg(long, default_value_t = 30_000)]
+    request_timeout_ms: u64,
+    /// Database connections in the pool.
+    #[arg(long, default_value_t = 20)]
+    max_connections: u32,
+}
+
+#[derive(Subcommand, Debug)]
+enum TokenCommand {
+    /// Mint a token; prints the token alone on stdout.
+    Create {
+        /// The owner the token acts for (`*` for platform workers).
+        #[arg(long)]
+        owner: String,
+        /// client, worker, operator or admin.
+        #[arg(long)]
+        role: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+/// Where the server is and how to authenticate.
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// The server's base URL.
+    #[arg(long, env = "ONCEFLOW_URL", default_value = "http://127.0.0.1:7380")]
+    url: String,
+    /// An operator token (for `jobs show`, a client token of the job's owner works too).
+    #[arg(long, env = "ONCEFLOW_TOKEN", hide_env_values = true)]
+    token: String,
+}
+
+#[derive(Subcommand, Debug)]
+enum AttemptsCommand {
+    /// List attempts started or unknown for longer than a while, across owners.
+    Stuck {
+        /// Age, e.g. 60s, 5m, 2h (default 60s).
+        #[arg(long, default_value = "60s")]
+        older_than: String,
+        /// Comma-separated statuses (default: started,unknown).
+        #[arg(long)]
+        status: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Cancel a live attempt out-of-band, with a reason.
+    Cancel {
+        /// The attempt's id.
+        id: String,
+        /// Why (required; recorded on the attempt).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum JobsCommand {
+    /// Show a job's timeline: activities, attempts, who cancelled what and why, races lost.
+    Show {
+        /// The job's id.
+        id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+fn database_url(args: &DatabaseArgs) -> Result<String, String> {
+    args.database_url
+        .clone()
+        .or_else(|| std::env::var("ONCEFLOW_DATABASE_URL").ok())
+        .or_else(|| std::env::var("DATABASE_URL").ok())
+        .ok_or_else(|| "no database: pass --database-url or set ONCEFLOW_DATABASE_URL".to_owned())
+}
+
+async fn connect(args: &DatabaseArgs, max_connections: u32) -> Result<Engine, String> {
+    let url = database_url(args)?;
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        return Err(format!("unsupported database URL `{url}`: only postgres:// for now"));
+    }
+    Engine::connect_postgres(&url, max_connections).await.map_err(|e| format!("cannot connect to the database: {e:?}"))
+}
+
+/// Runs the command line; the error is printed by `main`.
+pub async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Migrate(args) => {
+            let engine = connect(&args, 2).await?;
+            engine.migrate().await.map_err(|e| format!("migration failed: {e:?}"))?;
+            eprintln!("migrations applied");
+            Ok(())
+        }
+        Command::Token(TokenCommand::Create { owner, role, database }) => {
+            let role = Role::parse(&role).ok_or("--role must be one of client, worker, operator, admin")?;
+            let engine = connect(&database, 2).await?;
+            let issued = engine.create_token(&owner, role).await.map_err(|e| e.to_string())?;
+            println!("{}", issued.token);
+            Ok(())
+        }
+        Command::Attempts(AttemptsCommand::Stuck { older_than, status, server }) => {
+            let age = parse_age(&older_than)?;
+            operator::stuck(&server, age, status.as_deref()).await
+        }
+        Command::Attempts(AttemptsCommand::Cancel { id, reason, server }) => operator::cancel(&server, &id, &reason).await,
+        Command::Jobs(JobsCommand::Show { id, server }) => operator::show_job(&server, &id).await,
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    let engine = connect(&args.database, args.max_connections).await?;
+    if !args.no_migrate {
+        engine.migrate().await.map_err(|e| format!("migration failed: {e:?}"))?;
+    }
+    let config = ServerConfig {
+        bind: args.bind,
+        body_limit_bytes: args.body_limit_bytes,
+        request_timeout: Duration::from_millis(args.request_timeout_ms),
+        reaper_interval: Duration::from_millis(args.reaper_interval_ms.max(10)),
+        ..ServerConfig::default()
+    };
+    let listener = tokio::net::TcpListener::bind(config.bind).await.map_err(|e| format!("cannot listen on {}: {e}", config.bind))?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    crate::http::serve_on(listener, engine, config, shutdown).await.map_err(|e| format!("server failed: {e}"))?;
+    tracing::info!("onceflow stopped");
+    Ok(())
+}
+
+async fn stop_on_signal(shutdown: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                shutdown.cancel();
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down: no new connections; finishing in-flight requests");
+    shutdown.cancel();
+}
+
+/// Parses `60`, `60s`, `5m`, `2h`, `1d` into seconds.
+fn parse_age(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number.parse().map_err(|_| format!("cannot read the age `{text}` (try 60s, 5m, 2h)"))?;
+    let factor = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("unknown unit in `{text}` (use s, m, h or d)")),
+    };
+    Ok(n * factor)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ages_read_with_units() {
+        assert_eq!(super::parse_age("60s"), Ok(60));
+        assert_eq!(super::parse_age("5m"), Ok(300));
+        assert_eq!(super::parse_age("2h"), Ok(7200));
+        assert_eq!(super::parse_age("90"), Ok(90));
+        assert!(super::parse_age("5 weeks").is_err());
+    }
+}

@@ -1,0 +1,45 @@
+//! Admin endpoints: mint and revoke tokens.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiResult, ErrorBody};
+use super::extract::{path_id, Caller, JsonBody};
+use super::AppState;
+use crate::error::EngineError;
+use crate::model::{IssuedToken, Role};
+
+/// Body of a token request.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TokenRequest {
+    /// The owner the token acts for (`*` for platform workers).
+    pub owner: String,
+    /// `client`, `worker`, `operator` or `admin`.
+    pub role: String,
+}
+
+/// Mint a token. It is shown this once and stored only as a hash.
+#[utoipa::path(post, path = "/v1/tokens", tag = "admin", request_body = TokenRequest,
+    responses((status = 201, body = IssuedToken), (status = 400, body = ErrorBody)))]
+pub async fn create_token(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<TokenRequest>,
+) -> ApiResult<(StatusCode, Json<IssuedToken>)> {
+    caller.require(&[Role::Admin])?;
+    let role = Role::parse(&body.role)
+        .ok_or_else(|| EngineError::invalid_request("role: must be one of client, worker, operator, admin"))?;
+    Ok((StatusCode::CREATED, Json(state.engine.create_token(&body.owner, role).await?)))
+}
+
+/// Revoke a token; it stops working at once.
+#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "admin", params(("id" = uuid::Uuid, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody)))]
+pub async fn revoke_token(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    caller.require(&[Role::Admin])?;
+    state.engine.revoke_token(path_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

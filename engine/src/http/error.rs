@@ -1,0 +1,114 @@
+//! The HTTP layer's errors and their JSON bodies. Every rejection the server makes, from
+//! routing to the domain, becomes `{"error": {"code", "message", "details"}}` here, with
+//! the status API.md gives it.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use serde_json::{json, Value};
+use utoipa::ToSchema;
+
+use crate::error::EngineError;
+
+/// Errors of the HTTP layer: the domain's, plus what only HTTP can get wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A domain error; its code and status come from [`EngineError::code`].
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// 400 `invalid_json`: the body is not JSON (whatever its `Content-Type`), or nests
+    /// too deep.
+    #[error("the body is not valid JSON: {0}")]
+    InvalidJson(String),
+    /// 413 `payload_too_large`.
+    #[error("the body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// 404 `not_found` for a route that does not exist.
+    #[error("no such route")]
+    NoRoute,
+    /// 405 `method_not_allowed`.
+    #[error("this method is not allowed on this route")]
+    MethodNotAllowed,
+    /// 503 `request_timeout`: the request took longer than the server's limit.
+    #[error("the request took too long")]
+    Timeout,
+    /// 500 `internal`: a handler panicked. A bug, never the client's doing.
+    #[error("internal error")]
+    Panic,
+}
+
+/// The JSON error body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A snake_case code from API.md (e.g. `attempt_in_flight`).
+    pub code: String,
+    /// For humans.
+    pub message: String,
+    /// More about the error; `{}` when there is nothing to add.
+    #[schema(value_type = Object)]
+    pub details: Value,
+}
+
+impl ApiError {
+    /// The API.md code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::Engine(e) => e.code(),
+            ApiError::InvalidJson(_) => "invalid_json",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::NoRoute => "not_found",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::Timeout => "request_timeout",
+            ApiError::Panic => "internal",
+        }
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        let code = match self {
+            ApiError::Engine(e) => e.http_status(),
+            ApiError::InvalidJson(_) => 400,
+            ApiError::PayloadTooLarge { .. } => 413,
+            ApiError::NoRoute => 404,
+            ApiError::MethodNotAllowed => 405,
+            ApiError::Timeout => 503,
+            ApiError::Panic => 500,
+        };
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn details(&self) -> Value {
+        match self {
+            ApiError::Engine(e) => e.details(),
+            ApiError::PayloadTooLarge { limit } => json!({ "limit_bytes": limit }),
+            _ => json!({}),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(error = ?self, code = self.code(), "request failed");
+        }
+        let body = ErrorBody {
+            error: ErrorDetail { code: self.code().to_owned(), message: self.to_string(), details: self.details() },
+        };
+        (status, Json(body)).into_response()
+    }
+}
+
+/// A handler's result.
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,153 @@
+//! Extractors: the caller behind a bearer token, JSON bodies that fail as API.md says,
+//! query strings and path ids.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use super::AppState;
+use crate::error::EngineError;
+use crate::model::{Principal, Role, Scope};
+
+/// Deepest nesting of a JSON body the server accepts.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Principal);
+
+impl Caller {
+    /// Refuses with 403 `forbidden` unless the caller has one of `roles`.
+    pub fn require(&self, roles: &[Role]) -> Result<&Principal, ApiError> {
+        if roles.contains(&self.0.role) {
+            Ok(&self.0)
+        } else {
+            Err(EngineError::Forbidden.into())
+        }
+    }
+
+    /// The owner this caller acts for.
+    pub fn owner(&self) -> &str {
+        &self.0.owner
+    }
+
+    /// What this caller may read: its own owner's rows, or every owner's for operators
+    /// (and platform workers of owner `*`).
+    pub fn read_scope(&self) -> Scope {
+        match self.0.role {
+            Role::Operator | Role::Admin => Scope::AllOwners,
+            Role::Worker => Scope::for_worker(&self.0.owner),
+            Role::Client => Scope::Owner(self.0.owner.clone()),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or(EngineError::Unauthenticated)?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .ok_or(EngineError::Unauthenticated)?;
+        let principal = state.engine.authenticate(token).await?;
+        Ok(Caller(principal))
+    }
+}
+
+/// A JSON body: any bytes that are not JSON answer 400 `invalid_json` (whatever the
+/// `Content-Type`), a body over the limit 413 `payload_too_large`, and a missing or
+/// wrong-typed field 400 `invalid_request` naming the field.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let value = json_value(req, state).await?;
+        from_value(value).map(JsonBody)
+    }
+}
+
+/// Reads a body as a JSON value, with the limits of [`JsonBody`].
+pub async fn json_value(req: Request, state: &AppState) -> Result<Value, ApiError> {
+    let limit = state.config.body_limit_bytes;
+    let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge { limit }
+        } else {
+            ApiError::InvalidJson(rejection.body_text())
+        }
+    })?;
+    if bytes.len() > limit {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    if depth(&value) > MAX_JSON_DEPTH {
+        return Err(ApiError::InvalidJson(format!("nested deeper than {MAX_JSON_DEPTH} levels")));
+    }
+    Ok(value)
+}
+
+/// Deserializes a parsed body, naming the offending field on failure.
+pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        EngineError::invalid_request(if path == "." { inner.to_string() } else { format!("{path}: {inner}") }).into()
+    })
+}
+
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The query string as key/value pairs.
+pub struct QueryPairs(pub Vec<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let pairs = serde_urlencoded::from_str::<Vec<(String, String)>>(parts.uri.query().unwrap_or(""))
+            .map_err(|e| EngineError::invalid_request(format!("query string: {e}")))?;
+        Ok(QueryPairs(pairs))
+    }
+}
+
+impl QueryPairs {
+    /// The value of `name`, if given (and not empty).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, v)| k == name && !v.is_empty()).map(|(_, v)| v.as_str())
+    }
+
+    /// `name` parsed as an unsigned integer, if given.
+    pub fn number(&self, name: &str) -> Result<Option<u64>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| EngineError::invalid_request(format!("{name}: must be a non-negative integer")).into())
+            })
+            .transpose()
+    }
+}
+
+/// An id from the path; one that is not a UUID cannot exist: 404 `not_found`.
+pub fn path_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| EngineError::NotFound.into())
+}

@@ -1,0 +1,154 @@
+//! Client endpoints: submit an intent, read it, list, cancel, and the manual attempt.
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiResult, ErrorBody};
+use super::extract::{json_value, path_id, Caller, JsonBody, QueryPairs};
+use super::AppState;
+use crate::error::EngineError;
+use crate::model::{AttemptView, JobEvent, JobStatus, JobView, Role};
+use crate::request::{JobRequest, JobRequestBody};
+use crate::JobListQuery;
+
+/// `{"jobs": [...], "next": cursor | null}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct JobList {
+    /// Newest first.
+    pub jobs: Vec<JobView>,
+    /// Pass as `after` for the next page; `null` on the last page.
+    pub next: Option<String>,
+}
+
+/// `{"events": [...]}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EventList {
+    /// The job's history, oldest first.
+    pub events: Vec<JobEvent>,
+}
+
+/// Body of the manual attempt: the provider to try.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ManualAttempt {
+    /// One of the activity's providers.
+    pub provider: String,
+}
+
+/// Submit an intent. Concurrent identical requests yield one 201 and the rest 200, all
+/// with the same id.
+#[utoipa::path(post, path = "/v1/jobs", tag = "client",
+    request_body = JobRequestBody,
+    params(("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters; scoped to the token's owner")),
+    responses(
+        (status = 201, description = "Created", body = JobView, headers(("Location" = String))),
+        (status = 200, description = "Replayed: the same key and request were seen before", body = JobView, headers(("Idempotent-Replayed" = String))),
+        (status = 400, description = "invalid_json, invalid_request, missing_idempotency_key, invalid_idempotency_key", body = ErrorBody),
+        (status = 409, description = "idempotency_key_reused", body = ErrorBody),
+    ))]
+pub async fn submit(State(state): State<AppState>, caller: Caller, headers: HeaderMap, request: Request) -> ApiResult<Response> {
+    let owner = caller.require(&[Role::Client])?.owner.clone();
+    let key = match headers.get("idempotency-key") {
+        None => return Err(EngineError::MissingIdempotencyKey.into()),
+        Some(v) => v.to_str().map_err(|_| EngineError::InvalidIdempotencyKey)?.to_owned(),
+    };
+    crate::request::check_idempotency_key(&key)?;
+    let body = json_value(request, &state).await?;
+    let job_request = JobRequest::from_json(&body)?;
+    let submission = state.engine.submit(&owner, &key, &job_request).await?;
+    let mut response = Json(&submission.job).into_response();
+    if submission.replayed {
+        response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+    } else {
+        *response.status_mut() = StatusCode::CREATED;
+        if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", submission.job.id)) {
+            response.headers_mut().insert(axum::http::header::LOCATION, location);
+        }
+    }
+    Ok(response)
+}
+
+/// The job, with its activities and their attempts.
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "client",
+    params(("id" = uuid::Uuid, Path)),
+    responses((status = 200, body = JobView), (status = 404, description = "not_found", body = ErrorBody)))]
+pub async fn get_job(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> ApiResult<Json<JobView>> {
+    caller.require(&[Role::Client, Role::Operator])?;
+    Ok(Json(state.engine.job(&caller.read_scope(), path_id(&id)?).await?))
+}
+
+/// The job's append-only history.
+#[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "client",
+    params(("id" = uuid::Uuid, Path)),
+    responses((status = 200, body = EventList), (status = 404, description = "not_found", body = ErrorBody)))]
+pub async fn job_events(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> ApiResult<Json<EventList>> {
+    caller.require(&[Role::Client, Role::Operator])?;
+    Ok(Json(EventList { events: state.engine.job_events(&caller.read_scope(), path_id(&id)?).await? }))
+}
+
+/// List jobs, newest first. A client sees its owner's; an operator every owner's.
+#[utoipa::path(get, path = "/v1/jobs", tag = "client",
+    params(
+        ("status" = Option<String>, Query), ("workflow" = Option<String>, Query), ("activity" = Option<String>, Query),
+        ("owner" = Option<String>, Query, description = "operators only"),
+        ("limit" = Option<u32>, Query, description = "1–500, default 50"), ("after" = Option<String>, Query, description = "cursor")),
+    responses((status = 200, body = JobList), (status = 400, description = "invalid_request", body = ErrorBody)))]
+pub async fn list_jobs(State(state): State<AppState>, caller: Caller, query: QueryPairs) -> ApiResult<Json<JobList>> {
+    caller.require(&[Role::Client, Role::Operator])?;
+    let status = query
+        .get("status")
+        .map(|s| JobStatus::parse(s).ok_or_else(|| EngineError::invalid_request(format!("status: unknown job status `{s}`"))))
+        .transpose()?;
+    let limit = query.number("limit")?.map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+    let page = state
+        .engine
+        .list_jobs(
+            &caller.read_scope(),
+            &JobListQuery {
+                owner: query.get("owner").map(str::to_owned),
+                status,
+                workflow: query.get("workflow").map(str::to_owned),
+                activity: query.get("activity").map(str::to_owned),
+                limit,
+                after: query.get("after").map(str::to_owned),
+            },
+        )
+        .await?;
+    Ok(Json(JobList { jobs: page.jobs, next: page.next }))
+}
+
+/// The owner gives up the intent. Repeating answers 202 again.
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "client",
+    params(("id" = uuid::Uuid, Path)),
+    responses((status = 202, body = JobView), (status = 404, body = ErrorBody), (status = 409, description = "job_finished", body = ErrorBody)))]
+pub async fn cancel_job(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> ApiResult<(StatusCode, Json<JobView>)> {
+    let owner = caller.require(&[Role::Client])?.owner.clone();
+    let job = state.engine.cancel_job(&crate::model::Scope::Owner(owner), path_id(&id)?).await?;
+    Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
+/// The user's "try the fallback" button: a new attempt of an activity at a provider.
+#[utoipa::path(post, path = "/v1/jobs/{id}/activities/{seq}/attempts", tag = "client",
+    params(("id" = uuid::Uuid, Path), ("seq" = i32, Path)),
+    request_body = ManualAttempt,
+    responses(
+        (status = 201, body = AttemptView),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "activity_completed, attempt_in_flight, provider_not_certified", body = ErrorBody)))]
+pub async fn create_attempt(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, seq)): Path<(String, String)>,
+    JsonBody(body): JsonBody<ManualAttempt>,
+) -> ApiResult<(StatusCode, Json<AttemptView>)> {
+    let owner = caller.require(&[Role::Client])?.owner.clone();
+    let seq: i32 = seq.parse().map_err(|_| EngineError::NotFound)?;
+    let attempt = state
+        .engine
+        .create_attempt(&crate::model::Scope::Owner(owner), path_id(&id)?, seq, &body.provider)
+        .await?;
+    Ok((StatusCode::CREATED, Json(attempt)))
+}

@@ -1,0 +1,26 @@
+//! Service endpoints (no auth): liveness, readiness, the OpenAPI document.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::AppState;
+
+/// 200 while the process runs.
+#[utoipa::path(get, path = "/healthz", tag = "service", responses((status = 200)))]
+pub async fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// 200 when the database answers, else 503.
+#[utoipa::path(get, path = "/readyz", tag = "service", responses((status = 200), (status = 503)))]
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    match tokio::time::timeout(std::time::Duration::from_secs(2), state.engine.ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, Json(json!({ "status": "ready" }))),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "error": { "code": "unavailable", "message": "the database does not answer", "details": {} } })),
+        ),
+    }
+}

@@ -1,0 +1,274 @@
+//! Worker endpoints: long-poll for tasks, heartbeat, complete, contracts, certifications.
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::error::{ApiResult, ErrorBody};
+use super::extract::{path_id, Caller, JsonBody};
+use super::AppState;
+use crate::error::EngineError;
+use crate::model::{ActivityTask, Certification, CompletionOutcome, Role, Scope};
+use crate::{ClaimRequest, Completion, CompletionBody};
+
+/// An (activity, provider) pair a worker can run.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProviderPair {
+    /// The activity's name.
+    pub activity: String,
+    /// The provider's name.
+    pub provider: String,
+}
+
+/// Body of `POST /v1/worker/poll`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PollRequest {
+    /// The worker's name, recorded on the attempts it takes.
+    pub worker_id: String,
+    /// Defaults to `default`.
+    #[serde(default = "default_queue")]
+    pub task_queue: String,
+    /// Workflows the worker runs (workflow tasks arrive with issue 5).
+    #[serde(default)]
+    pub workflows: Vec<String>,
+    /// The providers the worker has registered.
+    #[serde(default)]
+    pub providers: Vec<ProviderPair>,
+    /// 1–100, default 1.
+    #[serde(default = "default_max_tasks")]
+    pub max_tasks: u32,
+    /// How long to wait for a task, 0–60000, default 20000.
+    #[serde(default = "default_wait_ms")]
+    pub wait_ms: u64,
+}
+
+fn default_queue() -> String {
+    "default".to_owned()
+}
+fn default_max_tasks() -> u32 {
+    1
+}
+fn default_wait_ms() -> u64 {
+    20_000
+}
+
+/// The longest a poll may wait.
+pub const MAX_WAIT_MS: u64 = 60_000;
+
+/// `{"tasks": [...]}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PollResponse {
+    /// Tasks handed to this worker; empty when nothing came within `wait_ms`.
+    pub tasks: Vec<ActivityTask>,
+}
+
+/// Body of a heartbeat.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatRequest {
+    /// The attempt's fencing token.
+    pub lease_token: Uuid,
+    /// Progress details, kept on the attempt.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<Value>,
+}
+
+/// Answer to a heartbeat.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatResponse {
+    /// The attempt was cancelled: stop working on it.
+    pub cancel_requested: bool,
+}
+
+/// An error reported by a worker.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkerError {
+    /// For humans.
+    pub message: String,
+    /// Whether the same provider may try again.
+    #[serde(default)]
+    pub retryable: bool,
+}
+
+/// Body of a completion: exactly one of `result` or `error`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CompleteRequest {
+    /// The attempt's fencing token.
+    pub lease_token: Uuid,
+    /// The activity version read with the task (informational; the engine keeps its own).
+    #[serde(default)]
+    pub read_version: Option<i64>,
+    /// The result.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// Or the error.
+    #[serde(default)]
+    pub error: Option<WorkerError>,
+}
+
+/// Answer to a completion.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CompleteResponse {
+    /// `won`, `lost` or `recorded`.
+    pub outcome: CompletionOutcome,
+}
+
+/// Body of a contract registration.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContractRequest {
+    /// The activity.
+    pub activity: String,
+    /// A JSON Schema every result must satisfy.
+    #[schema(value_type = Object)]
+    pub output_schema: Value,
+}
+
+/// Answer to a contract registration.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContractResponse {
+    /// Names the schema; certifications refer to it.
+    pub contract_hash: String,
+}
+
+/// Body of a certification report.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CertificationRequest {
+    /// The activity.
+    pub activity: String,
+    /// The provider that was tested.
+    pub provider: String,
+    /// The contract it was tested against.
+    pub contract_hash: String,
+    /// Whether every case passed.
+    pub passed: bool,
+    /// What was run.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub report: Option<Value>,
+}
+
+fn worker_scope(caller: &Caller) -> ApiResult<Scope> {
+    caller.require(&[Role::Worker])?;
+    Ok(Scope::for_worker(caller.owner()))
+}
+
+/// Long-poll for tasks: answers as soon as a task is available, or with an empty list
+/// after `wait_ms`.
+#[utoipa::path(post, path = "/v1/worker/poll", tag = "worker", request_body = PollRequest,
+    responses((status = 200, body = PollResponse), (status = 400, body = ErrorBody)))]
+pub async fn poll(State(state): State<AppState>, caller: Caller, JsonBody(body): JsonBody<PollRequest>) -> ApiResult<Json<PollResponse>> {
+    let scope = worker_scope(&caller)?;
+    if body.wait_ms > MAX_WAIT_MS {
+        return Err(EngineError::invalid_request(format!("wait_ms: must be at most {MAX_WAIT_MS}")).into());
+    }
+    let request = ClaimRequest {
+        worker_id: body.worker_id,
+        task_queue: body.task_queue,
+        providers: body.providers.into_iter().map(|p| (p.activity, p.provider)).collect(),
+        max_tasks: body.max_tasks,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(body.wait_ms);
+    let signal = state.engine.work_signal();
+    loop {
+        // Register interest before looking, so a wake-up between the two is not missed.
+        let woken = signal.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let tasks = state.engine.claim(&scope, &request).await?;
+        let now = tokio::time::Instant::now();
+        if !tasks.is_empty() || now >= deadline {
+            return Ok(Json(PollResponse { tasks }));
+        }
+        let recheck = now + state.config.poll_recheck;
+        tokio::select! {
+            _ = &mut woken => {}
+            _ = tokio::time::sleep_until(recheck.min(deadline)) => {}
+            _ = state.shutdown.cancelled() => return Ok(Json(PollResponse { tasks: Vec::new() })),
+        }
+    }
+}
+
+/// Renew the lease; learn whether the attempt was cancelled.
+#[utoipa::path(post, path = "/v1/worker/attempts/{id}/heartbeat", tag = "worker",
+    params(("id" = uuid::Uuid, Path)), request_body = HeartbeatRequest,
+    responses((status = 200, body = HeartbeatResponse), (status = 404, body = ErrorBody), (status = 409, description = "lease_lost", body = ErrorBody)))]
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<HeartbeatRequest>,
+) -> ApiResult<Json<HeartbeatResponse>> {
+    let scope = worker_scope(&caller)?;
+    let ack = state.engine.heartbeat(&scope, path_id(&id)?, body.lease_token, body.details.as_ref()).await?;
+    Ok(Json(HeartbeatResponse { cancel_requested: ack.cancel_requested }))
+}
+
+/// Report a result (judged by CAS) or an error (judged by the retry policy).
+#[utoipa::path(post, path = "/v1/worker/attempts/{id}/complete", tag = "worker",
+    params(("id" = uuid::Uuid, Path)), request_body = CompleteRequest,
+    responses(
+        (status = 200, body = CompleteResponse),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "lease_lost", body = ErrorBody),
+        (status = 422, description = "contract_violation", body = ErrorBody)))]
+pub async fn complete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<CompleteRequest>,
+) -> ApiResult<Json<CompleteResponse>> {
+    let scope = worker_scope(&caller)?;
+    let completion_body = match (body.result, body.error) {
+        (Some(result), None) => CompletionBody::Result(result),
+        (None, Some(error)) => CompletionBody::Error { message: error.message, retryable: error.retryable },
+        _ => return Err(EngineError::invalid_request("exactly one of `result` or `error` is required").into()),
+    };
+    let outcome = state
+        .engine
+        .complete(&scope, path_id(&id)?, &Completion { lease_token: body.lease_token, body: completion_body })
+        .await?;
+    Ok(Json(CompleteResponse { outcome }))
+}
+
+/// Register (or confirm) an activity's output contract.
+#[utoipa::path(post, path = "/v1/worker/contracts", tag = "worker", request_body = ContractRequest,
+    responses((status = 200, body = ContractResponse), (status = 400, body = ErrorBody)))]
+pub async fn register_contract(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<ContractRequest>,
+) -> ApiResult<Json<ContractResponse>> {
+    worker_scope(&caller)?;
+    let contract_hash = state.engine.register_contract(caller.owner(), &body.activity, &body.output_schema).await?;
+    Ok(Json(ContractResponse { contract_hash }))
+}
+
+/// Record a certification run of a provider against a contract.
+#[utoipa::path(post, path = "/v1/worker/certifications", tag = "worker", request_body = CertificationRequest,
+    responses((status = 201, body = Certification), (status = 400, body = ErrorBody)))]
+pub async fn record_certification(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<CertificationRequest>,
+) -> ApiResult<(StatusCode, Json<Certification>)> {
+    worker_scope(&caller)?;
+    let certification = state
+        .engine
+        .record_certification(
+            caller.owner(),
+            &body.activity,
+            &body.provider,
+            &body.contract_hash,
+            body.passed,
+            body.report.unwrap_or_else(|| serde_json::json!({})),
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(certification)))
+}
