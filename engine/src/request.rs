@@ -73,7 +73,12 @@ impl JobRequest {
     /// Parses a `POST /v1/jobs` body. Missing fields get API.md's defaults, field by
     /// field; `null` for a timeout means none. Errors name the offending field.
     pub fn from_json(body: &Value) -> Result<Self, EngineError> {
-        let raw: JobRequestBody = serde_path_to_error::deserialize(body).map_err(|e| {
+        // Numbers are compared by value: `30.0` is as good as `30` for an integer option.
+        let mut body = body.clone();
+        if let Some(options) = body.get_mut("options") {
+            integral_floats_to_integers(options);
+        }
+        let raw: JobRequestBody = serde_path_to_error::deserialize(&body).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
             if path == "." {
@@ -196,6 +201,22 @@ impl JobRequest {
         body.insert("input".into(), self.input.clone());
         body.insert("task_queue".into(), Value::String(self.task_queue.clone()));
         sha256_hex(canonical_json(&Value::Object(body)).as_bytes())
+    }
+}
+
+/// Rewrites every float with no fractional part (e.g. `2.0`) as the integer it equals.
+fn integral_floats_to_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64() {
+                if f.fract() == 0.0 && (0.0..9.007_199_254_740_992e15).contains(&f) {
+                    *value = Value::from(f as u64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_to_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_floats_to_integers),
+        _ => {}
     }
 }
 
@@ -425,7 +446,7 @@ mod tests {
         let short = parse(r#"{"activity":"generate","providers":["p"],"input":{}}"#);
         let long = parse(
             r#"{"activity":"generate","providers":["p"],"input":{},"task_queue":"default",
-                "options":{"heartbeat_timeout_s":30,"start_to_close_timeout_s":300,
+                "options":{"heartbeat_timeout_s":30.0,"start_to_close_timeout_s":300,
                 "schedule_to_start_timeout_s":null,"failover":"auto",
                 "retry":{"max_attempts_per_provider":3,"initial_backoff_ms":200,
                          "max_backoff_ms":30000,"multiplier":2}}}"#,

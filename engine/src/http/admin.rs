@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{path_id, Caller, JsonBody};
+use super::extract::{path_id, As, AdminRole, JsonBody};
 use super::AppState;
 use crate::error::EngineError;
 use crate::model::{IssuedToken, Role};
@@ -26,10 +26,9 @@ pub struct TokenRequest {
     responses((status = 201, body = IssuedToken), (status = 400, body = ErrorBody)))]
 pub async fn create_token(
     State(state): State<AppState>,
-    caller: Caller,
+    _admin: As<AdminRole>,
     JsonBody(body): JsonBody<TokenRequest>,
 ) -> ApiResult<(StatusCode, Json<IssuedToken>)> {
-    caller.require(&[Role::Admin])?;
     let role = Role::parse(&body.role)
         .ok_or_else(|| EngineError::invalid_request("role: must be one of client, worker, operator, admin"))?;
     Ok((StatusCode::CREATED, Json(state.engine.create_token(&body.owner, role).await?)))
@@ -38,8 +37,7 @@ pub async fn create_token(
 /// Revoke a token; it stops working at once.
 #[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "admin", params(("id" = uuid::Uuid, Path)),
     responses((status = 204), (status = 404, body = ErrorBody)))]
-pub async fn revoke_token(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> ApiResult<StatusCode> {
-    caller.require(&[Role::Admin])?;
+pub async fn revoke_token(State(state): State<AppState>, _admin: As<AdminRole>, Path(id): Path<String>) -> ApiResult<StatusCode> {
     state.engine.revoke_token(path_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -66,6 +66,61 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// A set of roles allowed on an endpoint.
+pub trait Roles: Send + Sync + 'static {
+    /// The roles.
+    const ALLOWED: &'static [Role];
+}
+
+/// Role `client`.
+pub struct ClientRole;
+/// Role `client` or `operator` (reads).
+pub struct ReaderRole;
+/// Role `worker`.
+pub struct WorkerRole;
+/// Role `operator`.
+pub struct OperatorRole;
+/// Role `admin`.
+pub struct AdminRole;
+
+impl Roles for ClientRole {
+    const ALLOWED: &'static [Role] = &[Role::Client];
+}
+impl Roles for ReaderRole {
+    const ALLOWED: &'static [Role] = &[Role::Client, Role::Operator];
+}
+impl Roles for WorkerRole {
+    const ALLOWED: &'static [Role] = &[Role::Worker];
+}
+impl Roles for OperatorRole {
+    const ALLOWED: &'static [Role] = &[Role::Operator];
+}
+impl Roles for AdminRole {
+    const ALLOWED: &'static [Role] = &[Role::Admin];
+}
+
+/// A caller with one of the roles of `R`: 401 without a valid token and 403 with the
+/// wrong role, both before the body is read.
+pub struct As<R: Roles>(pub Caller, std::marker::PhantomData<R>);
+
+impl<R: Roles> FromRequestParts<AppState> for As<R> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require(R::ALLOWED)?;
+        Ok(As(caller, std::marker::PhantomData))
+    }
+}
+
+impl<R: Roles> std::ops::Deref for As<R> {
+    type Target = Caller;
+
+    fn deref(&self) -> &Caller {
+        &self.0
+    }
+}
+
 /// A JSON body: any bytes that are not JSON answer 400 `invalid_json` (whatever the
 /// `Content-Type`), a body over the limit 413 `payload_too_large`, and a missing or
 /// wrong-typed field 400 `invalid_request` naming the field.

@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{json_value, path_id, Caller, JsonBody, QueryPairs};
+use super::extract::{json_value, path_id, As, ClientRole, JsonBody, QueryPairs, ReaderRole};
 use super::AppState;
 use crate::error::EngineError;
-use crate::model::{AttemptView, JobEvent, JobStatus, JobView, Role};
+use crate::model::{AttemptView, JobEvent, JobStatus, JobView};
 use crate::request::{JobRequest, JobRequestBody};
 use crate::JobListQuery;
 
@@ -49,8 +49,8 @@ pub struct ManualAttempt {
         (status = 400, description = "invalid_json, invalid_request, missing_idempotency_key, invalid_idempotency_key", body = ErrorBody),
         (status = 409, description = "idempotency_key_reused", body = ErrorBody),
     ))]
-pub async fn submit(State(state): State<AppState>, caller: Caller, headers: HeaderMap, request: Request) -> ApiResult<Response> {
-    let owner = caller.require(&[Role::Client])?.owner.clone();
+pub async fn submit(State(state): State<AppState>, caller: As<ClientRole>, headers: HeaderMap, request: Request) -> ApiResult<Response> {
+    let owner = caller.owner().to_owned();
     let key = match headers.get("idempotency-key") {
         None => return Err(EngineError::MissingIdempotencyKey.into()),
         Some(v) => v.to_str().map_err(|_| EngineError::InvalidIdempotencyKey)?.to_owned(),
@@ -75,8 +75,7 @@ pub async fn submit(State(state): State<AppState>, caller: Caller, headers: Head
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "client",
     params(("id" = uuid::Uuid, Path)),
     responses((status = 200, body = JobView), (status = 404, description = "not_found", body = ErrorBody)))]
-pub async fn get_job(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> ApiResult<Json<JobView>> {
-    caller.require(&[Role::Client, Role::Operator])?;
+pub async fn get_job(State(state): State<AppState>, caller: As<ReaderRole>, Path(id): Path<String>) -> ApiResult<Json<JobView>> {
     Ok(Json(state.engine.job(&caller.read_scope(), path_id(&id)?).await?))
 }
 
@@ -84,8 +83,7 @@ pub async fn get_job(State(state): State<AppState>, caller: Caller, Path(id): Pa
 #[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "client",
     params(("id" = uuid::Uuid, Path)),
     responses((status = 200, body = EventList), (status = 404, description = "not_found", body = ErrorBody)))]
-pub async fn job_events(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> ApiResult<Json<EventList>> {
-    caller.require(&[Role::Client, Role::Operator])?;
+pub async fn job_events(State(state): State<AppState>, caller: As<ReaderRole>, Path(id): Path<String>) -> ApiResult<Json<EventList>> {
     Ok(Json(EventList { events: state.engine.job_events(&caller.read_scope(), path_id(&id)?).await? }))
 }
 
@@ -96,8 +94,7 @@ pub async fn job_events(State(state): State<AppState>, caller: Caller, Path(id):
         ("owner" = Option<String>, Query, description = "operators only"),
         ("limit" = Option<u32>, Query, description = "1–500, default 50"), ("after" = Option<String>, Query, description = "cursor")),
     responses((status = 200, body = JobList), (status = 400, description = "invalid_request", body = ErrorBody)))]
-pub async fn list_jobs(State(state): State<AppState>, caller: Caller, query: QueryPairs) -> ApiResult<Json<JobList>> {
-    caller.require(&[Role::Client, Role::Operator])?;
+pub async fn list_jobs(State(state): State<AppState>, caller: As<ReaderRole>, query: QueryPairs) -> ApiResult<Json<JobList>> {
     let status = query
         .get("status")
         .map(|s| JobStatus::parse(s).ok_or_else(|| EngineError::invalid_request(format!("status: unknown job status `{s}`"))))
@@ -124,8 +121,8 @@ pub async fn list_jobs(State(state): State<AppState>, caller: Caller, query: Que
 #[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "client",
     params(("id" = uuid::Uuid, Path)),
     responses((status = 202, body = JobView), (status = 404, body = ErrorBody), (status = 409, description = "job_finished", body = ErrorBody)))]
-pub async fn cancel_job(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> ApiResult<(StatusCode, Json<JobView>)> {
-    let owner = caller.require(&[Role::Client])?.owner.clone();
+pub async fn cancel_job(State(state): State<AppState>, caller: As<ClientRole>, Path(id): Path<String>) -> ApiResult<(StatusCode, Json<JobView>)> {
+    let owner = caller.owner().to_owned();
     let job = state.engine.cancel_job(&crate::model::Scope::Owner(owner), path_id(&id)?).await?;
     Ok((StatusCode::ACCEPTED, Json(job)))
 }
@@ -140,11 +137,11 @@ pub async fn cancel_job(State(state): State<AppState>, caller: Caller, Path(id):
         (status = 409, description = "activity_completed, attempt_in_flight, provider_not_certified", body = ErrorBody)))]
 pub async fn create_attempt(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: As<ClientRole>,
     Path((id, seq)): Path<(String, String)>,
     JsonBody(body): JsonBody<ManualAttempt>,
 ) -> ApiResult<(StatusCode, Json<AttemptView>)> {
-    let owner = caller.require(&[Role::Client])?.owner.clone();
+    let owner = caller.owner().to_owned();
     let seq: i32 = seq.parse().map_err(|_| EngineError::NotFound)?;
     let attempt = state
         .engine

@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{path_id, Caller, JsonBody, QueryPairs};
+use super::extract::{path_id, As, JsonBody, OperatorRole, QueryPairs};
 use super::AppState;
 use crate::error::EngineError;
-use crate::model::{AttemptStatus, AttemptView, Role, StuckAttempt};
+use crate::model::{AttemptStatus, AttemptView, StuckAttempt};
 use crate::StuckAttemptsQuery;
 
 /// `{"attempts": [...]}`.
@@ -31,8 +31,7 @@ pub struct CancelAttemptRequest {
     params(("status" = Option<String>, Query, description = "comma-separated: unknown,started"),
            ("older_than_s" = Option<u64>, Query), ("limit" = Option<u32>, Query, description = "1–500, default 100")),
     responses((status = 200, body = StuckList), (status = 400, body = ErrorBody)))]
-pub async fn stuck_attempts(State(state): State<AppState>, caller: Caller, query: QueryPairs) -> ApiResult<Json<StuckList>> {
-    caller.require(&[Role::Operator])?;
+pub async fn stuck_attempts(State(state): State<AppState>, _operator: As<OperatorRole>, query: QueryPairs) -> ApiResult<Json<StuckList>> {
     let statuses = match query.get("status") {
         None => Vec::new(),
         Some(list) => list
@@ -60,10 +59,10 @@ pub async fn stuck_attempts(State(state): State<AppState>, caller: Caller, query
               (status = 409, description = "attempt_not_cancellable", body = ErrorBody)))]
 pub async fn cancel_attempt(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: As<OperatorRole>,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<CancelAttemptRequest>,
 ) -> ApiResult<Json<AttemptView>> {
-    let operator = caller.require(&[Role::Operator])?.owner.clone();
+    let operator = caller.owner().to_owned();
     Ok(Json(state.engine.cancel_attempt(&operator, path_id(&id)?, &body.reason).await?))
 }

@@ -11,10 +11,10 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::error::{ApiResult, ErrorBody};
-use super::extract::{path_id, Caller, JsonBody};
+use super::extract::{path_id, As, Caller, JsonBody, WorkerRole};
 use super::AppState;
 use crate::error::EngineError;
-use crate::model::{ActivityTask, Certification, CompletionOutcome, Role, Scope};
+use crate::model::{ActivityTask, Certification, CompletionOutcome, Scope};
 use crate::{ClaimRequest, Completion, CompletionBody};
 
 /// An (activity, provider) pair a worker can run.
@@ -155,7 +155,6 @@ pub struct CertificationRequest {
 }
 
 fn worker_scope(caller: &Caller) -> ApiResult<Scope> {
-    caller.require(&[Role::Worker])?;
     Ok(Scope::for_worker(caller.owner()))
 }
 
@@ -163,7 +162,7 @@ fn worker_scope(caller: &Caller) -> ApiResult<Scope> {
 /// after `wait_ms`.
 #[utoipa::path(post, path = "/v1/worker/poll", tag = "worker", request_body = PollRequest,
     responses((status = 200, body = PollResponse), (status = 400, body = ErrorBody)))]
-pub async fn poll(State(state): State<AppState>, caller: Caller, JsonBody(body): JsonBody<PollRequest>) -> ApiResult<Json<PollResponse>> {
+pub async fn poll(State(state): State<AppState>, caller: As<WorkerRole>, JsonBody(body): JsonBody<PollRequest>) -> ApiResult<Json<PollResponse>> {
     let scope = worker_scope(&caller)?;
     if body.wait_ms > MAX_WAIT_MS {
         return Err(EngineError::invalid_request(format!("wait_ms: must be at most {MAX_WAIT_MS}")).into());
@@ -201,7 +200,7 @@ pub async fn poll(State(state): State<AppState>, caller: Caller, JsonBody(body):
     responses((status = 200, body = HeartbeatResponse), (status = 404, body = ErrorBody), (status = 409, description = "lease_lost", body = ErrorBody)))]
 pub async fn heartbeat(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: As<WorkerRole>,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<HeartbeatRequest>,
 ) -> ApiResult<Json<HeartbeatResponse>> {
@@ -220,7 +219,7 @@ pub async fn heartbeat(
         (status = 422, description = "contract_violation", body = ErrorBody)))]
 pub async fn complete(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: As<WorkerRole>,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<CompleteRequest>,
 ) -> ApiResult<Json<CompleteResponse>> {
@@ -242,7 +241,7 @@ pub async fn complete(
     responses((status = 200, body = ContractResponse), (status = 400, body = ErrorBody)))]
 pub async fn register_contract(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: As<WorkerRole>,
     JsonBody(body): JsonBody<ContractRequest>,
 ) -> ApiResult<Json<ContractResponse>> {
     worker_scope(&caller)?;
@@ -255,7 +254,7 @@ pub async fn register_contract(
     responses((status = 201, body = Certification), (status = 400, body = ErrorBody)))]
 pub async fn record_certification(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: As<WorkerRole>,
     JsonBody(body): JsonBody<CertificationRequest>,
 ) -> ApiResult<(StatusCode, Json<Certification>)> {
     worker_scope(&caller)?;

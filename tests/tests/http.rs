@@ -1,0 +1,13 @@
+//! API.md over real HTTP on loopback, against real PostgreSQL: every path, status code,
+//! error code and header a client relies on.
+
+mod http {
+    mod auth;
+    mod cli;
+    mod fuzz;
+    mod jobs;
+    mod process;
+    mod service;
+    mod story;
+    mod worker;
+}
