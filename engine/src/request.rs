@@ -1,13 +1,15 @@
 //! Job requests: parsing the body of `POST /v1/jobs` with every default filled in, and the
 //! request fingerprint that tells a replay from a reused idempotency key.
 
-use serde::{Deserialize, Deserializer, Serialize};
-use utoipa::ToSchema;
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::EngineError;
-use crate::model::{ActivityOptions, Failover, RetryPolicy};
+pub use onceflow_protocol::api::{ActivityOptionsBody, JobRequestBody, RetryPolicyBody};
+
+use crate::model::ActivityOptions;
+#[cfg(test)]
+use crate::model::RetryPolicy;
 
 /// What a job runs: workflow code, or one activity with an ordered provider list.
 #[derive(Debug, Clone, PartialEq)]
@@ -298,116 +300,12 @@ fn canonical_number(n: &Number) -> String {
     }
 }
 
-/// `Some(value)` when present (including `Some(None)` for an explicit null).
-fn nullable<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(deserializer)
-}
 
-/// The body of `POST /v1/jobs` as sent: exactly one of `workflow` or `activity`; every
-/// missing field gets API.md's default when it is resolved into a [`JobRequest`].
-#[derive(Debug, Deserialize, Serialize, ToSchema)]
-pub struct JobRequestBody {
-    /// The workflow to run (a workflow job).
-    #[serde(default)]
-    pub workflow: Option<String>,
-    /// The activity to run (an activity job).
-    #[serde(default)]
-    pub activity: Option<String>,
-    /// Providers of the activity, in the order they are tried; the first is the primary.
-    #[serde(default)]
-    pub providers: Option<Vec<String>>,
-    /// The job's input, any JSON.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    pub input: Option<Value>,
-    /// Defaults to `default`.
-    #[serde(default)]
-    pub task_queue: Option<String>,
-    /// Activity options; missing fields get their defaults.
-    #[serde(default)]
-    pub options: Option<ActivityOptionsBody>,
-}
 
-fn default_heartbeat() -> Option<u64> {
-    ActivityOptions::default().heartbeat_timeout_s
-}
-fn default_start_to_close() -> Option<u64> {
-    ActivityOptions::default().start_to_close_timeout_s
-}
 
-/// `options` of an activity job as sent; missing fields get their defaults.
-#[derive(Debug, Deserialize, Serialize, ToSchema)]
-pub struct ActivityOptionsBody {
-    /// Default 30; `null` for none.
-    #[serde(default = "default_heartbeat", deserialize_with = "nullable")]
-    pub heartbeat_timeout_s: Option<u64>,
-    /// Default 300; `null` for none.
-    #[serde(default = "default_start_to_close", deserialize_with = "nullable")]
-    pub start_to_close_timeout_s: Option<u64>,
-    /// Default `null` (none).
-    #[serde(default, deserialize_with = "nullable")]
-    pub schedule_to_start_timeout_s: Option<u64>,
-    /// `auto` (default) or `manual`.
-    #[serde(default)]
-    pub failover: Option<Failover>,
-    /// Retry budget and backoff per provider.
-    #[serde(default)]
-    pub retry: Option<RetryPolicyBody>,
-}
 
-impl Default for ActivityOptionsBody {
-    fn default() -> Self {
-        ActivityOptionsBody {
-            heartbeat_timeout_s: default_heartbeat(),
-            start_to_close_timeout_s: default_start_to_close(),
-            schedule_to_start_timeout_s: None,
-            failover: None,
-            retry: None,
-        }
-    }
-}
 
-impl ActivityOptionsBody {
-    fn resolve(self) -> ActivityOptions {
-        let defaults = RetryPolicy::default();
-        let retry = self.retry.unwrap_or_default();
-        ActivityOptions {
-            heartbeat_timeout_s: self.heartbeat_timeout_s,
-            start_to_close_timeout_s: self.start_to_close_timeout_s,
-            schedule_to_start_timeout_s: self.schedule_to_start_timeout_s,
-            failover: self.failover.unwrap_or(Failover::Auto),
-            retry: RetryPolicy {
-                max_attempts_per_provider: retry
-                    .max_attempts_per_provider
-                    .unwrap_or(defaults.max_attempts_per_provider),
-                initial_backoff_ms: retry.initial_backoff_ms.unwrap_or(defaults.initial_backoff_ms),
-                max_backoff_ms: retry.max_backoff_ms.unwrap_or(defaults.max_backoff_ms),
-                multiplier: retry.multiplier.unwrap_or(defaults.multiplier),
-            },
-        }
-    }
-}
 
-/// `options.retry` as sent; missing fields get their defaults.
-#[derive(Debug, Deserialize, Serialize, Default, ToSchema)]
-pub struct RetryPolicyBody {
-    /// Default 3.
-    #[serde(default)]
-    pub max_attempts_per_provider: Option<u32>,
-    /// Default 200.
-    #[serde(default)]
-    pub initial_backoff_ms: Option<u64>,
-    /// Default 30000.
-    #[serde(default)]
-    pub max_backoff_ms: Option<u64>,
-    /// Default 2.0.
-    #[serde(default)]
-    pub multiplier: Option<f64>,
-}
 
 /// Checks an `Idempotency-Key`: 1–255 visible ASCII characters (`!`…`~`). Empty counts
 /// as missing.

@@ -3,8 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use onceflow_protocol::api::TokenRequest;
 
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{path_id, As, AdminRole, JsonBody};
@@ -12,14 +11,6 @@ use super::AppState;
 use crate::error::EngineError;
 use crate::model::{IssuedToken, Role};
 
-/// Body of a token request.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct TokenRequest {
-    /// The owner the token acts for (`*` for platform workers).
-    pub owner: String,
-    /// `client`, `worker`, `operator` or `admin`.
-    pub role: String,
-}
 
 /// Mint a token. It is shown this once and stored only as a hash.
 #[utoipa::path(post, path = "/v1/tokens", tag = "admin", request_body = TokenRequest,

@@ -5,9 +5,9 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
 use serde_json::{json, Value};
-use utoipa::ToSchema;
+
+pub use onceflow_protocol::api::{ErrorBody, ErrorDetail};
 
 use crate::error::EngineError;
 
@@ -41,24 +41,7 @@ pub enum ApiError {
     Panic,
 }
 
-/// The JSON error body of every error response.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// The error.
-    pub error: ErrorDetail,
-}
 
-/// What went wrong.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// A snake_case code from API.md (e.g. `attempt_in_flight`).
-    pub code: String,
-    /// For humans.
-    pub message: String,
-    /// More about the error; `{}` when there is nothing to add.
-    #[schema(value_type = Object)]
-    pub details: Value,
-}
 
 impl ApiError {
     /// The API.md code.

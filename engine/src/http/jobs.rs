@@ -4,39 +4,18 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use onceflow_protocol::api::{EventList, JobList, ManualAttempt};
 
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{json_value, path_id, As, ClientRole, JsonBody, QueryPairs, ReaderRole};
 use super::AppState;
 use crate::error::EngineError;
-use crate::model::{AttemptView, JobEvent, JobStatus, JobView};
+use crate::model::{AttemptView, JobStatus, JobView};
 use crate::request::{JobRequest, JobRequestBody};
 use crate::JobListQuery;
 
-/// `{"jobs": [...], "next": cursor | null}`.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct JobList {
-    /// Newest first.
-    pub jobs: Vec<JobView>,
-    /// Pass as `after` for the next page; `null` on the last page.
-    pub next: Option<String>,
-}
 
-/// `{"events": [...]}`.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct EventList {
-    /// The job's history, oldest first.
-    pub events: Vec<JobEvent>,
-}
 
-/// Body of the manual attempt: the provider to try.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ManualAttempt {
-    /// One of the activity's providers.
-    pub provider: String,
-}
 
 /// Submit an intent. Concurrent identical requests yield one 201 and the rest 200, all
 /// with the same id.

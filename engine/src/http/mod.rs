@@ -122,7 +122,7 @@ pub fn router(state: AppState) -> Router {
     let (api, _) = api_routes().split_for_parts();
     let api = api.layer(middleware::from_fn(move |req: Request, next: Next| with_timeout(timeout, req, next)));
     // A long-poll waits up to 60 s by design; it gets its own, longer limit.
-    let poll_timeout = Duration::from_millis(worker::MAX_WAIT_MS) + timeout;
+    let poll_timeout = Duration::from_millis(onceflow_protocol::api::MAX_WAIT_MS) + timeout;
     let (poll, _) = OpenApiRouter::<AppState>::new().routes(routes!(worker::poll)).split_for_parts();
     let poll = poll.layer(middleware::from_fn(move |req: Request, next: Next| with_timeout(poll_timeout, req, next)));
     let doc = Arc::new(openapi());

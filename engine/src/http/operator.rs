@@ -2,29 +2,16 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use onceflow_protocol::api::{CancelAttemptRequest, StuckList};
 
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{path_id, As, JsonBody, OperatorRole, QueryPairs};
 use super::AppState;
 use crate::error::EngineError;
-use crate::model::{AttemptStatus, AttemptView, StuckAttempt};
+use crate::model::{AttemptStatus, AttemptView};
 use crate::StuckAttemptsQuery;
 
-/// `{"attempts": [...]}`.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct StuckList {
-    /// Oldest first.
-    pub attempts: Vec<StuckAttempt>,
-}
 
-/// Body of an operator cancel.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CancelAttemptRequest {
-    /// Why; recorded on the attempt and in the job's history.
-    pub reason: String,
-}
 
 /// Attempts `started` or `unknown` for at least `older_than_s`, across owners.
 #[utoipa::path(get, path = "/v1/attempts", tag = "operator",

@@ -5,154 +5,30 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use utoipa::ToSchema;
-use uuid::Uuid;
+use onceflow_protocol::api::{
+    CertificationRequest, CompleteRequest, CompleteResponse, ContractRequest, ContractResponse, HeartbeatRequest,
+    HeartbeatResponse, PollRequest, PollResponse, MAX_WAIT_MS,
+};
 
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{path_id, As, Caller, JsonBody, WorkerRole};
 use super::AppState;
 use crate::error::EngineError;
-use crate::model::{ActivityTask, Certification, CompletionOutcome, Scope};
+use crate::model::{Certification, Scope};
 use crate::{ClaimRequest, Completion, CompletionBody};
 
-/// An (activity, provider) pair a worker can run.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct ProviderPair {
-    /// The activity's name.
-    pub activity: String,
-    /// The provider's name.
-    pub provider: String,
-}
 
-/// Body of `POST /v1/worker/poll`.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct PollRequest {
-    /// The worker's name, recorded on the attempts it takes.
-    pub worker_id: String,
-    /// Defaults to `default`.
-    #[serde(default = "default_queue")]
-    pub task_queue: String,
-    /// Workflows the worker runs (workflow tasks arrive with issue 5).
-    #[serde(default)]
-    pub workflows: Vec<String>,
-    /// The providers the worker has registered.
-    #[serde(default)]
-    pub providers: Vec<ProviderPair>,
-    /// 1–100, default 1.
-    #[serde(default = "default_max_tasks")]
-    pub max_tasks: u32,
-    /// How long to wait for a task, 0–60000, default 20000.
-    #[serde(default = "default_wait_ms")]
-    pub wait_ms: u64,
-}
 
-fn default_queue() -> String {
-    "default".to_owned()
-}
-fn default_max_tasks() -> u32 {
-    1
-}
-fn default_wait_ms() -> u64 {
-    20_000
-}
 
-/// The longest a poll may wait.
-pub const MAX_WAIT_MS: u64 = 60_000;
 
-/// `{"tasks": [...]}`.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct PollResponse {
-    /// Tasks handed to this worker; empty when nothing came within `wait_ms`.
-    pub tasks: Vec<ActivityTask>,
-}
 
-/// Body of a heartbeat.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct HeartbeatRequest {
-    /// The attempt's fencing token.
-    pub lease_token: Uuid,
-    /// Progress details, kept on the attempt.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub details: Option<Value>,
-}
 
-/// Answer to a heartbeat.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct HeartbeatResponse {
-    /// The attempt was cancelled: stop working on it.
-    pub cancel_requested: bool,
-}
 
-/// An error reported by a worker.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct WorkerError {
-    /// For humans.
-    pub message: String,
-    /// Whether the same provider may try again.
-    #[serde(default)]
-    pub retryable: bool,
-}
 
-/// Body of a completion: exactly one of `result` or `error`.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CompleteRequest {
-    /// The attempt's fencing token.
-    pub lease_token: Uuid,
-    /// The activity version read with the task (informational; the engine keeps its own).
-    #[serde(default)]
-    pub read_version: Option<i64>,
-    /// The result.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub result: Option<Value>,
-    /// Or the error.
-    #[serde(default)]
-    pub error: Option<WorkerError>,
-}
 
-/// Answer to a completion.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CompleteResponse {
-    /// `won`, `lost` or `recorded`.
-    pub outcome: CompletionOutcome,
-}
 
-/// Body of a contract registration.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ContractRequest {
-    /// The activity.
-    pub activity: String,
-    /// A JSON Schema every result must satisfy.
-    #[schema(value_type = Object)]
-    pub output_schema: Value,
-}
 
-/// Answer to a contract registration.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ContractResponse {
-    /// Names the schema; certifications refer to it.
-    pub contract_hash: String,
-}
 
-/// Body of a certification report.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CertificationRequest {
-    /// The activity.
-    pub activity: String,
-    /// The provider that was tested.
-    pub provider: String,
-    /// The contract it was tested against.
-    pub contract_hash: String,
-    /// Whether every case passed.
-    pub passed: bool,
-    /// What was run.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub report: Option<Value>,
-}
 
 fn worker_scope(caller: &Caller) -> ApiResult<Scope> {
     Ok(Scope::for_worker(caller.owner()))

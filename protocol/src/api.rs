@@ -1,0 +1,346 @@
+//! The bodies of API.md's requests and responses, shared by the server and the worker SDK
+//! so that the two cannot disagree.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::model::{
+    ActivityOptions, ActivityTask, CompletionOutcome, Failover, JobEvent, JobView, RetryPolicy, StuckAttempt,
+};
+
+/// The body of `POST /v1/jobs` as sent: exactly one of `workflow` or `activity`; every
+/// missing field gets API.md's default when the engine resolves it.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+pub struct JobRequestBody {
+    /// The workflow to run (a workflow job).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// The activity to run (an activity job).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<String>,
+    /// Providers of the activity, in the order they are tried; the first is the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub providers: Option<Vec<String>>,
+    /// The job's input, any JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Object)]
+    pub input: Option<Value>,
+    /// Defaults to `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_queue: Option<String>,
+    /// Activity options; missing fields get their defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<ActivityOptionsBody>,
+}
+
+/// `options` of an activity job as sent; missing fields get their defaults.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+pub struct ActivityOptionsBody {
+    /// Default 30; `null` for none.
+    #[serde(default = "default_heartbeat", deserialize_with = "nullable")]
+    pub heartbeat_timeout_s: Option<u64>,
+    /// Default 300; `null` for none.
+    #[serde(default = "default_start_to_close", deserialize_with = "nullable")]
+    pub start_to_close_timeout_s: Option<u64>,
+    /// Default `null` (none).
+    #[serde(default, deserialize_with = "nullable")]
+    pub schedule_to_start_timeout_s: Option<u64>,
+    /// `auto` (default) or `manual`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<Failover>,
+    /// Retry budget and backoff per provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicyBody>,
+}
+
+impl From<ActivityOptions> for ActivityOptionsBody {
+    /// Every field spelled out (a `None` timeout is sent as `null`: none).
+    fn from(options: ActivityOptions) -> Self {
+        ActivityOptionsBody {
+            heartbeat_timeout_s: options.heartbeat_timeout_s,
+            start_to_close_timeout_s: options.start_to_close_timeout_s,
+            schedule_to_start_timeout_s: options.schedule_to_start_timeout_s,
+            failover: Some(options.failover),
+            retry: Some(RetryPolicyBody {
+                max_attempts_per_provider: Some(options.retry.max_attempts_per_provider),
+                initial_backoff_ms: Some(options.retry.initial_backoff_ms),
+                max_backoff_ms: Some(options.retry.max_backoff_ms),
+                multiplier: Some(options.retry.multiplier),
+            }),
+        }
+    }
+}
+
+/// `options.retry` as sent; missing fields get their defaults.
+#[derive(Debug, Deserialize, Serialize, Default, ToSchema)]
+pub struct RetryPolicyBody {
+    /// Default 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts_per_provider: Option<u32>,
+    /// Default 200.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_backoff_ms: Option<u64>,
+    /// Default 30000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_backoff_ms: Option<u64>,
+    /// Default 2.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multiplier: Option<f64>,
+}
+
+/// `Some(value)` when present (including `Some(None)` for an explicit null).
+fn nullable<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer)
+}
+
+fn default_heartbeat() -> Option<u64> {
+    ActivityOptions::default().heartbeat_timeout_s
+}
+
+fn default_start_to_close() -> Option<u64> {
+    ActivityOptions::default().start_to_close_timeout_s
+}
+
+impl Default for ActivityOptionsBody {
+    fn default() -> Self {
+        ActivityOptionsBody {
+            heartbeat_timeout_s: default_heartbeat(),
+            start_to_close_timeout_s: default_start_to_close(),
+            schedule_to_start_timeout_s: None,
+            failover: None,
+            retry: None,
+        }
+    }
+}
+
+impl ActivityOptionsBody {
+    /// These options with every missing field set to its default.
+    pub fn resolve(self) -> ActivityOptions {
+        let defaults = RetryPolicy::default();
+        let retry = self.retry.unwrap_or_default();
+        ActivityOptions {
+            heartbeat_timeout_s: self.heartbeat_timeout_s,
+            start_to_close_timeout_s: self.start_to_close_timeout_s,
+            schedule_to_start_timeout_s: self.schedule_to_start_timeout_s,
+            failover: self.failover.unwrap_or(Failover::Auto),
+            retry: RetryPolicy {
+                max_attempts_per_provider: retry
+                    .max_attempts_per_provider
+                    .unwrap_or(defaults.max_attempts_per_provider),
+                initial_backoff_ms: retry.initial_backoff_ms.unwrap_or(defaults.initial_backoff_ms),
+                max_backoff_ms: retry.max_backoff_ms.unwrap_or(defaults.max_backoff_ms),
+                multiplier: retry.multiplier.unwrap_or(defaults.multiplier),
+            },
+        }
+    }
+}
+
+/// The JSON error body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A snake_case code from API.md (e.g. `attempt_in_flight`).
+    pub code: String,
+    /// For humans.
+    pub message: String,
+    /// More about the error; `{}` when there is nothing to add.
+    #[schema(value_type = Object)]
+    pub details: Value,
+}
+
+/// `{"jobs": [...], "next": cursor | null}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct JobList {
+    /// Newest first.
+    pub jobs: Vec<JobView>,
+    /// Pass as `after` for the next page; `null` on the last page.
+    pub next: Option<String>,
+}
+
+/// `{"events": [...]}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EventList {
+    /// The job's history, oldest first.
+    pub events: Vec<JobEvent>,
+}
+
+/// Body of the manual attempt: the provider to try.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ManualAttempt {
+    /// One of the activity's providers.
+    pub provider: String,
+}
+
+fn default_queue() -> String {
+    "default".to_owned()
+}
+
+fn default_max_tasks() -> u32 {
+    1
+}
+
+fn default_wait_ms() -> u64 {
+    20_000
+}
+
+/// An (activity, provider) pair a worker can run.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProviderPair {
+    /// The activity's name.
+    pub activity: String,
+    /// The provider's name.
+    pub provider: String,
+}
+
+/// Body of `POST /v1/worker/poll`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PollRequest {
+    /// The worker's name, recorded on the attempts it takes.
+    pub worker_id: String,
+    /// Defaults to `default`.
+    #[serde(default = "default_queue")]
+    pub task_queue: String,
+    /// Workflows the worker runs (workflow tasks arrive with issue 5).
+    #[serde(default)]
+    pub workflows: Vec<String>,
+    /// The providers the worker has registered.
+    #[serde(default)]
+    pub providers: Vec<ProviderPair>,
+    /// 1–100, default 1.
+    #[serde(default = "default_max_tasks")]
+    pub max_tasks: u32,
+    /// How long to wait for a task, 0–60000, default 20000.
+    #[serde(default = "default_wait_ms")]
+    pub wait_ms: u64,
+}
+
+/// The longest a poll may wait.
+pub const MAX_WAIT_MS: u64 = 60_000;
+
+/// `{"tasks": [...]}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PollResponse {
+    /// Tasks handed to this worker; empty when nothing came within `wait_ms`.
+    pub tasks: Vec<ActivityTask>,
+}
+
+/// Body of a heartbeat.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatRequest {
+    /// The attempt's fencing token.
+    pub lease_token: Uuid,
+    /// Progress details, kept on the attempt.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub details: Option<Value>,
+}
+
+/// Answer to a heartbeat.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HeartbeatResponse {
+    /// The attempt was cancelled: stop working on it.
+    pub cancel_requested: bool,
+}
+
+/// An error reported by a worker.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WorkerError {
+    /// For humans.
+    pub message: String,
+    /// Whether the same provider may try again.
+    #[serde(default)]
+    pub retryable: bool,
+}
+
+/// Body of a completion: exactly one of `result` or `error`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CompleteRequest {
+    /// The attempt's fencing token.
+    pub lease_token: Uuid,
+    /// The activity version read with the task (informational; the engine keeps its own).
+    #[serde(default)]
+    pub read_version: Option<i64>,
+    /// The result.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// Or the error.
+    #[serde(default)]
+    pub error: Option<WorkerError>,
+}
+
+/// Answer to a completion.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CompleteResponse {
+    /// `won`, `lost` or `recorded`.
+    pub outcome: CompletionOutcome,
+}
+
+/// Body of a contract registration.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContractRequest {
+    /// The activity.
+    pub activity: String,
+    /// A JSON Schema every result must satisfy.
+    #[schema(value_type = Object)]
+    pub output_schema: Value,
+}
+
+/// Answer to a contract registration.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContractResponse {
+    /// Names the schema; certifications refer to it.
+    pub contract_hash: String,
+}
+
+/// Body of a certification report.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CertificationRequest {
+    /// The activity.
+    pub activity: String,
+    /// The provider that was tested.
+    pub provider: String,
+    /// The contract it was tested against.
+    pub contract_hash: String,
+    /// Whether every case passed.
+    pub passed: bool,
+    /// What was run.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub report: Option<Value>,
+}
+
+/// `{"attempts": [...]}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StuckList {
+    /// Oldest first.
+    pub attempts: Vec<StuckAttempt>,
+}
+
+/// Body of an operator cancel.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CancelAttemptRequest {
+    /// Why; recorded on the attempt and in the job's history.
+    pub reason: String,
+}
+
+/// Body of a token request.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TokenRequest {
+    /// The owner the token acts for (`*` for platform workers).
+    pub owner: String,
+    /// `client`, `worker`, `operator` or `admin`.
+    pub role: String,
+}

@@ -1,0 +1,8 @@
+//! onceflow's wire protocol: the types of API.md, shared by the engine (server) and the
+//! worker SDK (client). Status words, field names and shapes here are a promise to
+//! clients in every language; see `API.md`.
+
+#![warn(missing_docs)]
+
+pub mod api;
+pub mod model;
