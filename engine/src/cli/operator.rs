@@ -1,11 +1,10 @@
 //! Operator commands: HTTP calls to a running server, printed for a terminal.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 use super::ServerArgs;
-use crate::model::{AttemptView, JobEvent, JobView};
+use crate::model::{JobEvent, JobView};
+use onceflow_protocol::timeline::{render_timeline, short_time};
 
 async fn call(server: &ServerArgs, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, String> {
     let url = format!("{}{}", server.url.trim_end_matches('/'), path);
@@ -85,91 +84,3 @@ pub async fn show_job(server: &ServerArgs, id: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn short_time(rfc3339: &str) -> String {
-    rfc3339.replace('T', " ").chars().take(23).collect()
-}
-
-/// The job as a human reads it: header, activities with attempts, then every event.
-pub fn render_timeline(job: &JobView, events: &[JobEvent]) -> String {
-    let mut out = String::new();
-    let what = job.activity.as_deref().or(job.workflow.as_deref()).unwrap_or("?");
-    out.push_str(&format!(
-        "job {}  {} `{}`  owner {}  key {}\nstatus {}  created {}{}\n",
-        job.id,
-        job.kind,
-        what,
-        job.owner,
-        job.idempotency_key,
-        job.status,
-        short_time(&job.created_at.to_rfc3339()),
-        job.finished_at.map(|t| format!("  finished {}", short_time(&t.to_rfc3339()))).unwrap_or_default(),
-    ));
-    if let Some(result) = &job.result {
-        out.push_str(&format!("result {result}\n"));
-    }
-    if let Some(error) = &job.error {
-        out.push_str(&format!("error  {}: {}\n", error.code, error.message));
-    }
-    let mut numbers: HashMap<uuid::Uuid, String> = HashMap::new();
-    for activity in &job.activities {
-        out.push_str(&format!(
-            "\nactivity {} `{}`  providers {}  {}{}\n",
-            activity.seq,
-            activity.name,
-            activity.providers.join(" → "),
-            activity.status,
-            activity
-                .completed_by
-                .and_then(|w| activity.attempts.iter().find(|a| a.id == w))
-                .map(|a| format!("  won by #{} ({})", a.number, a.provider))
-                .unwrap_or_default(),
-        ));
-        for a in &activity.attempts {
-            numbers.insert(a.id, format!("#{} {}", a.number, a.provider));
-            out.push_str(&attempt_line(a));
-        }
-    }
-    out.push_str("\ntimeline\n");
-    for e in events {
-        let attempt = e.attempt_id.and_then(|id| numbers.get(&id).cloned()).unwrap_or_default();
-        let mut note = String::new();
-        if let Some(reason) = e.data.get("reason").and_then(Value::as_str) {
-            note = format!("reason: {reason}");
-        }
-        if e.kind == "race_lost" {
-            let winner = e.data.get("winner").and_then(Value::as_str).and_then(|w| w.parse().ok()).and_then(|w: uuid::Uuid| numbers.get(&w).cloned());
-            note = match winner {
-                Some(w) => format!("late result discarded; {w} had won"),
-                None => "late result discarded; the slot was closed".to_owned(),
-            };
-        }
-        if e.kind == "failover" {
-            note = format!("{} → {}", e.data["from"].as_str().unwrap_or("?"), e.data["to"].as_str().unwrap_or("?"));
-        }
-        out.push_str(&format!(
-            "  {:>3}  {}  {:<24} {:<22} {:<20} {}\n",
-            e.seq,
-            short_time(&e.at.to_rfc3339()),
-            e.kind,
-            e.actor,
-            attempt,
-            note
-        ));
-    }
-    out
-}
-
-fn attempt_line(a: &AttemptView) -> String {
-    let mut line = format!("  #{:<2} {:<18} {:<10}", a.number, a.provider, a.status);
-    if let Some(t) = a.started_at {
-        line.push_str(&format!(" started {}", short_time(&t.to_rfc3339())));
-    }
-    if let (Some(by), Some(reason)) = (&a.cancelled_by, &a.cancel_reason) {
-        line.push_str(&format!("  cancelled by {by}: \"{reason}\""));
-    }
-    if let Some(error) = &a.error {
-        line.push_str(&format!("  {}: {}", error.code, error.message));
-    }
-    line.push('\n');
-    line
-}

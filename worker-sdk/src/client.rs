@@ -1,0 +1,153 @@
+//! [`Client`]: submit jobs and read them, as API.md's client (and operator) endpoints.
+
+use std::time::Duration;
+
+use onceflow_protocol::api::{
+    CancelAttemptRequest, EventList, JobList, JobRequestBody, ManualAttempt, StuckList,
+};
+use onceflow_protocol::model::{ActivityOptions, AttemptView, JobEvent, JobView, StuckAttempt};
+use reqwest::Method;
+use serde::Serialize;
+
+use crate::error::SdkError;
+use crate::transport::Transport;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The answer to a submission.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    /// The job, as it is now.
+    pub job: JobView,
+    /// `true` when this key and request were submitted before: this is that job, and
+    /// nothing new was created.
+    pub replayed: bool,
+}
+
+/// A client of the engine's HTTP API with one token.
+///
+/// With a `client` token it submits and reads its owner's jobs; with an `operator`
+/// token it reads every owner's jobs and cancels stuck attempts.
+#[derive(Clone, Debug)]
+pub struct Client {
+    transport: Transport,
+}
+
+impl Client {
+    /// A client of the engine at `url` (e.g. `http://127.0.0.1:7380`).
+    pub fn new(url: impl Into<String>, token: impl Into<String>) -> Result<Self, SdkError> {
+        Ok(Client { transport: Transport::new(url, token)? })
+    }
+
+    /// Submits an intent under `idempotency_key`. Submitting the same key and request
+    /// again, any number of times and concurrently, returns the same job with
+    /// `replayed: true`; the same key with a different request fails with
+    /// `idempotency_key_reused`.
+    pub async fn submit(&self, idempotency_key: &str, request: &JobRequestBody) -> Result<Submitted, SdkError> {
+        let answer = self
+            .transport
+            .call::<_, JobView>(Method::POST, "/v1/jobs", &[("Idempotency-Key", idempotency_key)], Some(request), CALL_TIMEOUT)
+            .await?;
+        Ok(Submitted { job: answer.body, replayed: answer.replayed || answer.status == 200 })
+    }
+
+    /// Submits an activity job: `activity` at `providers` in order (the first is the
+    /// primary), with `options`.
+    pub async fn submit_activity<I: Serialize>(
+        &self,
+        idempotency_key: &str,
+        activity: &str,
+        providers: &[&str],
+        input: &I,
+        options: ActivityOptions,
+    ) -> Result<Submitted, SdkError> {
+        let body = JobRequestBody {
+            workflow: None,
+            activity: Some(activity.to_owned()),
+            providers: Some(providers.iter().map(|p| (*p).to_owned()).collect()),
+            input: Some(serde_json::to_value(input).map_err(|e| SdkError::Config(format!("input: {e}")))?),
+            task_queue: None,
+            options: Some(options.into()),
+        };
+        self.submit(idempotency_key, &body).await
+    }
+
+    /// A job with its activities and attempts.
+    pub async fn job(&self, job_id: uuid::Uuid) -> Result<JobView, SdkError> {
+        self.get(&format!("/v1/jobs/{job_id}")).await
+    }
+
+    /// A job's history, oldest first.
+    pub async fn events(&self, job_id: uuid::Uuid) -> Result<Vec<JobEvent>, SdkError> {
+        Ok(self.get::<EventList>(&format!("/v1/jobs/{job_id}/events")).await?.events)
+    }
+
+    /// The newest jobs (one page).
+    pub async fn recent_jobs(&self, limit: u32) -> Result<Vec<JobView>, SdkError> {
+        Ok(self.get::<JobList>(&format!("/v1/jobs?limit={limit}")).await?.jobs)
+    }
+
+    /// Gives up the intent: the job is `cancelled`, its running attempts are told to stop,
+    /// and any later result is recorded as `lost`.
+    pub async fn cancel(&self, job_id: uuid::Uuid) -> Result<JobView, SdkError> {
+        Ok(self
+            .transport
+            .call::<(), JobView>(Method::POST, &format!("/v1/jobs/{job_id}/cancel"), &[], None, CALL_TIMEOUT)
+            .await?
+            .body)
+    }
+
+    /// The "try the fallback" button: a new attempt of activity `seq` at `provider`.
+    /// Refused with `attempt_in_flight` while an attempt is live (even `unknown`), with
+    /// `provider_not_certified` for an uncertified fallback, and with
+    /// `activity_completed` once a result won.
+    pub async fn create_attempt(&self, job_id: uuid::Uuid, seq: i32, provider: &str) -> Result<AttemptView, SdkError> {
+        let body = ManualAttempt { provider: provider.to_owned() };
+        Ok(self
+            .transport
+            .call(Method::POST, &format!("/v1/jobs/{job_id}/activities/{seq}/attempts"), &[], Some(&body), CALL_TIMEOUT)
+            .await?
+            .body)
+    }
+
+    /// Waits until the job is closed (`succeeded`, `failed` or `cancelled`), polling,
+    /// for at most `timeout`; returns the job as it is then.
+    pub async fn wait(&self, job_id: uuid::Uuid, timeout: Duration) -> Result<JobView, SdkError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let job = self.job(job_id).await?;
+            if job.status.is_closed() || tokio::time::Instant::now() >= deadline {
+                return Ok(job);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Operators: attempts `started` or `unknown` (per `statuses`, e.g. `"unknown"`) for
+    /// at least `older_than_s`, across owners, oldest first.
+    pub async fn stuck_attempts(&self, statuses: &str, older_than_s: u64) -> Result<Vec<StuckAttempt>, SdkError> {
+        Ok(self.get::<StuckList>(&format!("/v1/attempts?status={statuses}&older_than_s={older_than_s}")).await?.attempts)
+    }
+
+    /// Operators: cancels a live attempt out-of-band, with a reason. Its activity then
+    /// fails over; a late result of the attempt still takes part in the compare-and-swap.
+    pub async fn cancel_attempt(&self, attempt_id: uuid::Uuid, reason: &str) -> Result<AttemptView, SdkError> {
+        let body = CancelAttemptRequest { reason: reason.to_owned() };
+        Ok(self
+            .transport
+            .call(Method::POST, &format!("/v1/attempts/{attempt_id}/cancel"), &[], Some(&body), CALL_TIMEOUT)
+            .await?
+            .body)
+    }
+
+    /// The job's timeline, rendered for a terminal.
+    pub async fn timeline(&self, job_id: uuid::Uuid) -> Result<String, SdkError> {
+        let job = self.job(job_id).await?;
+        let events = self.events(job_id).await?;
+        Ok(onceflow_protocol::timeline::render_timeline(&job, &events))
+    }
+
+    async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, SdkError> {
+        Ok(self.transport.call::<(), T>(Method::GET, path, &[], None, CALL_TIMEOUT).await?.body)
+    }
+}

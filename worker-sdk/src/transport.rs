@@ -1,0 +1,72 @@
+//! JSON over HTTP to the engine, with API.md's error bodies decoded into [`SdkError`].
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::SdkError;
+
+/// A connection to an engine with one token.
+#[derive(Clone, Debug)]
+pub(crate) struct Transport {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+/// A successful answer: status, one header the SDK cares about, and the body.
+pub(crate) struct Answer<T> {
+    pub status: u16,
+    pub replayed: bool,
+    pub body: T,
+}
+
+impl Transport {
+    pub(crate) fn new(base: impl Into<String>, token: impl Into<String>) -> Result<Self, SdkError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| SdkError::Config(format!("HTTP client: {e}")))?;
+        Ok(Transport { base: base.into().trim_end_matches('/').to_owned(), token: token.into(), http })
+    }
+
+    pub(crate) async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&B>,
+        timeout: Duration,
+    ) -> Result<Answer<T>, SdkError> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{}", self.base, path))
+            .bearer_auth(&self.token)
+            .timeout(timeout);
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|e| SdkError::Transport(e.to_string()))?;
+        let status = response.status().as_u16();
+        let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+        let bytes = response.bytes().await.map_err(|e| SdkError::Transport(e.to_string()))?;
+        if (200..300).contains(&status) {
+            let body = if bytes.is_empty() { serde_json::from_value(Value::Null) } else { serde_json::from_slice(&bytes) }
+                .map_err(|e| SdkError::Transport(format!("unexpected answer to {path}: {e}")))?;
+            return Ok(Answer { status, replayed, body });
+        }
+        let error: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Err(SdkError::Api {
+            status,
+            code: error["error"]["code"].as_str().unwrap_or("unknown").to_owned(),
+            message: error["error"]["message"].as_str().unwrap_or("no error body").to_owned(),
+            details: error["error"]["details"].clone(),
+        })
+    }
+}

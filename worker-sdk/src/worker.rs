@@ -1,0 +1,639 @@
+//! [`Worker`]: long-polls the engine for attempts of its registered providers, runs them
+//! with heartbeats, and reports how they ended.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use onceflow_protocol::api::{
+    CertificationRequest, CompleteRequest, CompleteResponse, ContractRequest, ContractResponse, PollRequest,
+    PollResponse, ProviderPair, WorkerError,
+};
+use onceflow_protocol::model::{ActivityTask, CompletionOutcome};
+use reqwest::Method;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
+use tracing::Instrument;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::context::{ActivityContext, StopReason};
+use crate::error::{ActivityError, SdkError};
+use crate::provider::{cases_to_json, typed_check, Certify, LocalContract, Registration};
+use crate::transport::Transport;
+
+/// Builds a [`Worker`]: where the engine is, which providers it runs, and how.
+pub struct WorkerBuilder {
+    url: String,
+    token: String,
+    task_queue: String,
+    worker_id: String,
+    max_concurrent: usize,
+    poll_wait: Duration,
+    shutdown_grace: Duration,
+    registrations: Vec<Registration>,
+    error: Option<SdkError>,
+}
+
+impl WorkerBuilder {
+    /// The task queue to poll (default `default`).
+    pub fn task_queue(mut self, queue: impl Into<String>) -> Self {
+        self.task_queue = queue.into();
+        self
+    }
+
+    /// The name recorded on the attempts this worker takes (default: host-pid based).
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker_id = id.into();
+        self
+    }
+
+    /// At most this many attempts run at once (default 8). The worker asks for no more
+    /// tasks than it has free slots: back-pressure, never an overcommitted lease.
+    pub fn max_concurrent_attempts(mut self, n: usize) -> Self {
+        self.max_concurrent = n.max(1);
+        self
+    }
+
+    /// How long one long-poll waits for work (default 10 s, at most 60 s).
+    pub fn poll_wait(mut self, wait: Duration) -> Self {
+        self.poll_wait = wait.min(Duration::from_secs(60));
+        self
+    }
+
+    /// On shutdown, how long running attempts may take to finish (default 30 s). Past
+    /// it the worker stops heartbeating and exits: those attempts become `unknown` on
+    /// the engine rather than being reported as something they are not.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Registers `handler` as `provider` of `activity`. Its output type's JSON Schema is
+    /// the activity's output contract, registered with the engine at start-up; every
+    /// output is checked against it here and on the engine.
+    pub fn provider<F, Fut, I, O>(mut self, activity: &str, provider: &str, handler: F) -> Self
+    where
+        F: Fn(ActivityContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, ActivityError>> + Send + 'static,
+        I: DeserializeOwned + Send + 'static,
+        O: Serialize + JsonSchema + Send + 'static,
+    {
+        self.registrations.push(Registration::new(activity, provider, handler));
+        self
+    }
+
+    /// Certification cases for the provider registered last: at start-up the worker runs
+    /// it on each input, checks each output against the contract (and the check of
+    /// [`WorkerBuilder::validate_with`]), and reports the run to the engine. Failover to
+    /// a provider requires its latest certification to have passed; a failed one is
+    /// logged and blocks failover to that provider, never the worker.
+    pub fn certify_with<I: Serialize>(mut self, cases: impl IntoIterator<Item = I>) -> Self {
+        match (cases_to_json(cases), self.registrations.last_mut()) {
+            (Ok(cases), Some(last)) => last.certify.get_or_insert_with(Certify::default).cases = cases,
+            (Err(e), _) => self.error = Some(e),
+            (_, None) => self.error = Some(SdkError::Config("certify_with before any provider".into())),
+        }
+        self
+    }
+
+    /// A business rule that the outputs of the provider registered last must satisfy
+    /// during certification, beyond the contract (e.g. "the summary is not empty").
+    pub fn validate_with<O, V>(mut self, check: V) -> Self
+    where
+        O: DeserializeOwned,
+        V: Fn(&O) -> Result<(), String> + Send + Sync + 'static,
+    {
+        match self.registrations.last_mut() {
+            Some(last) => last.certify.get_or_insert_with(Certify::default).check = Some(typed_check(check)),
+            None => self.error = Some(SdkError::Config("validate_with before any provider".into())),
+        }
+        self
+    }
+
+    /// The worker, ready to [`Worker::run`].
+    pub fn build(self) -> Result<Worker, SdkError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.registrations.is_empty() {
+            return Err(SdkError::Config("register at least one provider".into()));
+        }
+        let mut contracts: HashMap<String, (Value, Arc<LocalContract>)> = HashMap::new();
+        let mut providers = HashMap::new();
+        for r in &self.registrations {
+            match contracts.get(&r.activity) {
+                Some((schema, _)) if *schema != r.output_schema => {
+                    return Err(SdkError::Config(format!(
+                        "providers of `{}` must share one output type (one contract per activity)",
+                        r.activity
+                    )))
+                }
+                Some(_) => {}
+                None => {
+                    let local = Arc::new(LocalContract::compile(&r.output_schema)?);
+                    contracts.insert(r.activity.clone(), (r.output_schema.clone(), local));
+                }
+            }
+            if providers.insert((r.activity.clone(), r.provider.clone()), r.clone()).is_some() {
+                return Err(SdkError::Config(format!("`{}` of `{}` registered twice", r.provider, r.activity)));
+            }
+        }
+        Ok(Worker {
+            inner: Arc::new(Inner {
+                transport: Transport::new(self.url, self.token)?,
+                task_queue: self.task_queue,
+                worker_id: self.worker_id,
+                max_concurrent: self.max_concurrent,
+                poll_wait: self.poll_wait,
+                shutdown_grace: self.shutdown_grace,
+                registrations: self.registrations,
+                providers,
+                contracts,
+                stats: Stats::default(),
+            }),
+            shutdown: CancellationToken::new(),
+        })
+    }
+}
+
+/// A worker: the providers of one process, serving one task queue.
+///
+/// Guarantees it keeps for its handlers: an attempt runs here only while this worker
+/// holds its lease; the lease is renewed by heartbeats while the handler runs; a handler
+/// learns through its context when its attempt was cancelled or its lease lost; every
+/// outcome is reported with the attempt's lease token, and the engine decides by
+/// compare-and-swap whether a result won. A panicking handler is reported as a
+/// non-retryable error. If the worker dies, its attempts become `unknown` on the engine,
+/// never silently retried.
+pub struct Worker {
+    inner: Arc<Inner>,
+    shutdown: CancellationToken,
+}
+
+struct Inner {
+    transport: Transport,
+    task_queue: String,
+    worker_id: String,
+    max_concurrent: usize,
+    poll_wait: Duration,
+    shutdown_grace: Duration,
+    registrations: Vec<Registration>,
+    providers: HashMap<(String, String), Registration>,
+    contracts: HashMap<String, (Value, Arc<LocalContract>)>,
+    stats: Stats,
+}
+
+/// Counters of what a worker did, for logs and metrics.
+#[derive(Debug, Default)]
+struct Stats {
+    started: AtomicU64,
+    won: AtomicU64,
+    lost: AtomicU64,
+    recorded: AtomicU64,
+    contract_violations: AtomicU64,
+    local_contract_violations: AtomicU64,
+    lease_lost: AtomicU64,
+    panics: AtomicU64,
+}
+
+/// A snapshot of a worker's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Attempts handed to this worker.
+    pub started: u64,
+    /// Results that took the activity's slot.
+    pub won: u64,
+    /// Results that arrived after another attempt won (or the job closed).
+    pub lost: u64,
+    /// Errors reported (the retry policy decided what next).
+    pub recorded: u64,
+    /// Results the engine refused as violating the output contract (422).
+    pub contract_violations: u64,
+    /// Results this worker found violating the contract before sending them.
+    pub local_contract_violations: u64,
+    /// Completions refused for the lease token (409 `lease_lost`).
+    pub lease_lost: u64,
+    /// Handlers that panicked.
+    pub panics: u64,
+}
+
+/// The outcome of certifying one provider.
+#[derive(Debug, Clone)]
+pub struct CertificationReport {
+    /// The activity.
+    pub activity: String,
+    /// The provider.
+    pub provider: String,
+    /// The contract it was certified against.
+    pub contract_hash: String,
+    /// Whether every case passed.
+    pub passed: bool,
+    /// Each case: its input, and what went wrong if anything.
+    pub cases: Vec<Value>,
+}
+
+impl Worker {
+    /// A builder for a worker talking to the engine at `url` with a `worker` token.
+    pub fn builder(url: impl Into<String>, token: impl Into<String>) -> WorkerBuilder {
+        WorkerBuilder {
+            url: url.into(),
+            token: token.into(),
+            task_queue: "default".to_owned(),
+            worker_id: format!("worker-{}", std::process::id()),
+            max_concurrent: 8,
+            poll_wait: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(30),
+            registrations: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Cancel it to shut the worker down gracefully: stop polling, let running attempts
+    /// finish within the grace period, then stop.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// What the worker has done so far.
+    pub fn stats(&self) -> WorkerStats {
+        let s = &self.inner.stats;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        WorkerStats {
+            started: get(&s.started),
+            won: get(&s.won),
+            lost: get(&s.lost),
+            recorded: get(&s.recorded),
+            contract_violations: get(&s.contract_violations),
+            local_contract_violations: get(&s.local_contract_violations),
+            lease_lost: get(&s.lease_lost),
+            panics: get(&s.panics),
+        }
+    }
+
+    /// Runs until Ctrl-C or SIGTERM, then shuts down gracefully.
+    pub async fn run_until_signal(&self) -> Result<(), SdkError> {
+        let token = self.shutdown.clone();
+        tokio::spawn(async move {
+            #[cfg(unix)]
+            {
+                if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = term.recv() => {} }
+                } else {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+            #[cfg(not(unix))]
+            let _ = tokio::signal::ctrl_c().await;
+            token.cancel();
+        });
+        self.run().await
+    }
+
+    /// Registers the output contracts, certifies the providers that have cases, then
+    /// serves attempts until [`Worker::shutdown_token`] is cancelled. Reconnects with
+    /// backoff while the engine is unreachable.
+    pub async fn run(&self) -> Result<(), SdkError> {
+        let hashes = self.register_contracts().await?;
+        if self.shutdown.is_cancelled() {
+            return Ok(());
+        }
+        for report in self.certify_with_hashes(&hashes).await? {
+            if report.passed {
+                tracing::info!(activity = %report.activity, provider = %report.provider, contract_hash = %report.contract_hash, "provider certified");
+            } else {
+                let cases = Value::Array(report.cases.clone());
+                tracing::error!(activity = %report.activity, provider = %report.provider, contract_hash = %report.contract_hash,
+                    cases = %cases,
+                    "provider FAILED certification: the engine will not fail over to it; it still serves attempts scheduled for it");
+            }
+        }
+        self.serve().await;
+        Ok(())
+    }
+
+    /// Registers every activity's output contract; returns the hash of each.
+    async fn register_contracts(&self) -> Result<HashMap<String, String>, SdkError> {
+        let mut hashes = HashMap::new();
+        for (activity, (schema, _)) in &self.inner.contracts {
+            let body = ContractRequest { activity: activity.clone(), output_schema: schema.clone() };
+            let answer: ContractResponse = self
+                .with_reconnect(|| self.inner.transport.call(Method::POST, "/v1/worker/contracts", &[], Some(&body), Duration::from_secs(30)))
+                .await?
+                .body;
+            hashes.insert(activity.clone(), answer.contract_hash);
+        }
+        Ok(hashes)
+    }
+
+    /// Runs the certification cases of every provider that has some, and reports each
+    /// run to the engine.
+    pub async fn certify(&self) -> Result<Vec<CertificationReport>, SdkError> {
+        let hashes = self.register_contracts().await?;
+        self.certify_with_hashes(&hashes).await
+    }
+
+    async fn certify_with_hashes(&self, hashes: &HashMap<String, String>) -> Result<Vec<CertificationReport>, SdkError> {
+        let mut reports = Vec::new();
+        for r in &self.inner.registrations {
+            let Some(certify) = &r.certify else { continue };
+            let contract_hash = hashes.get(&r.activity).cloned().unwrap_or_default();
+            let local = &self.inner.contracts[&r.activity].1;
+            let mut cases = Vec::new();
+            let mut passed = !certify.cases.is_empty();
+            for (i, input) in certify.cases.iter().enumerate() {
+                let task = certification_task(r, i, input.clone());
+                let ctx = ActivityContext::new(task, None);
+                let outcome = tokio::spawn(r.handler.call(ctx, input.clone())).await;
+                let failure = match outcome {
+                    Err(e) => Some(format!("the handler panicked: {}", panic_message(e))),
+                    Ok(Err(e)) => Some(format!("the handler failed: {}", e.message)),
+                    Ok(Ok(output)) => {
+                        let violations = local.violations(&output);
+                        if !violations.is_empty() {
+                            Some(format!("the output violates the contract: {}", violations.join("; ")))
+                        } else if let Some(check) = &certify.check {
+                            check(&output).err().map(|e| format!("the output fails the business check: {e}"))
+                        } else {
+                            None
+                        }
+                    }
+                };
+                passed &= failure.is_none();
+                cases.push(json!({ "case": i, "input": input, "passed": failure.is_none(), "failure": failure }));
+            }
+            let body = CertificationRequest {
+                activity: r.activity.clone(),
+                provider: r.provider.clone(),
+                contract_hash: contract_hash.clone(),
+                passed,
+                report: Some(json!({ "worker_id": self.inner.worker_id, "cases": cases })),
+            };
+            self.with_reconnect(|| {
+                self.inner.transport.call::<_, Value>(Method::POST, "/v1/worker/certifications", &[], Some(&body), Duration::from_secs(30))
+            })
+            .await?;
+            reports.push(CertificationReport { activity: r.activity.clone(), provider: r.provider.clone(), contract_hash, passed, cases });
+        }
+        Ok(reports)
+    }
+
+    /// Retries a call with backoff while the engine is unreachable, until shutdown.
+    async fn with_reconnect<T, F, Fut>(&self, mut call: F) -> Result<T, SdkError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SdkError>>,
+    {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match call().await {
+                Err(e) if e.is_transient() && !self.shutdown.is_cancelled() => {
+                    tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "engine unreachable; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = self.shutdown.cancelled() => return Err(e),
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The poll loop: back-pressure by free slots, then graceful shutdown.
+    async fn serve(&self) {
+        let slots = Arc::new(Semaphore::new(self.inner.max_concurrent));
+        let running = TaskTracker::new();
+        // Cancelled when the shutdown grace runs out: attempts still running are abandoned
+        // without a word (no more heartbeats), so they become `unknown` on the engine.
+        let abandon = CancellationToken::new();
+        let pairs: Vec<ProviderPair> = self
+            .inner
+            .providers
+            .keys()
+            .map(|(activity, provider)| ProviderPair { activity: activity.clone(), provider: provider.clone() })
+            .collect();
+        let mut backoff = Duration::from_millis(100);
+        while !self.shutdown.is_cancelled() {
+            let first = tokio::select! {
+                permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
+                _ = self.shutdown.cancelled() => break,
+            };
+            let mut permits = vec![first];
+            while permits.len() < 100 {
+                match slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            let request = PollRequest {
+                worker_id: self.inner.worker_id.clone(),
+                task_queue: self.inner.task_queue.clone(),
+                workflows: Vec::new(),
+                providers: pairs.clone(),
+                max_tasks: permits.len() as u32,
+                wait_ms: self.inner.poll_wait.as_millis() as u64,
+            };
+            // An in-flight poll is allowed to finish even during shutdown: tasks it brings
+            // back are already leased to this worker and are run within the grace period.
+            let polled = self
+                .inner
+                .transport
+                .call::<_, PollResponse>(Method::POST, "/v1/worker/poll", &[], Some(&request), self.inner.poll_wait + Duration::from_secs(30))
+                .await;
+            match polled {
+                Ok(answer) => {
+                    backoff = Duration::from_millis(100);
+                    for task in answer.body.tasks {
+                        let Some(permit) = permits.pop() else {
+                            tracing::error!(attempt_id = %task.attempt_id, "the engine sent more tasks than asked for; it will become unknown");
+                            continue;
+                        };
+                        let inner = self.inner.clone();
+                        let abandon = abandon.clone();
+                        running.spawn(async move {
+                            run_attempt(inner, task, abandon).await;
+                            drop(permit);
+                        });
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "poll failed; reconnecting");
+                    drop(permits);
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = self.shutdown.cancelled() => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+        running.close();
+        tracing::info!(running = running.len(), grace_s = self.inner.shutdown_grace.as_secs(), "worker stopping: no more polls");
+        if tokio::time::timeout(self.inner.shutdown_grace, running.wait()).await.is_err() {
+            tracing::warn!(running = running.len(), "shutdown grace over: abandoning running attempts; they will become unknown");
+            abandon.cancel();
+            running.wait().await;
+        }
+    }
+}
+
+fn certification_task(r: &Registration, case: usize, input: Value) -> ActivityTask {
+    ActivityTask {
+        kind: "activity".to_owned(),
+        attempt_id: uuid::Uuid::nil(),
+        lease_token: uuid::Uuid::nil(),
+        read_version: 0,
+        job_id: uuid::Uuid::nil(),
+        owner: String::new(),
+        activity: r.activity.clone(),
+        provider: r.provider.clone(),
+        input,
+        attempt_number: 0,
+        idempotency_key: format!("certify:{}:{}:{case}", r.activity, r.provider),
+        heartbeat_timeout_ms: None,
+        start_to_close_timeout_ms: None,
+    }
+}
+
+fn panic_message(error: tokio::task::JoinError) -> String {
+    match error.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned()),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Runs one attempt: the handler, its heartbeats, and the report of how it ended.
+async fn run_attempt(inner: Arc<Inner>, task: ActivityTask, abandon: CancellationToken) {
+    inner.stats.started.fetch_add(1, Ordering::Relaxed);
+    let key = (task.activity.clone(), task.provider.clone());
+    let Some(registration) = inner.providers.get(&key).cloned() else {
+        tracing::error!(attempt_id = %task.attempt_id, activity = %task.activity, provider = %task.provider, "a task for a provider this worker does not run");
+        return;
+    };
+    let ctx = ActivityContext::new(task.clone(), Some(inner.transport.clone()));
+    let span = tracing::info_span!("attempt", job_id = %task.job_id, attempt_id = %task.attempt_id, owner = %task.owner,
+        activity = %task.activity, provider = %task.provider, number = task.attempt_number);
+
+    let finished = CancellationToken::new();
+    let heartbeats = tokio::spawn(heartbeat_loop(ctx.clone(), finished.clone(), abandon.clone()));
+    let mut handler = tokio::spawn(registration.handler.call(ctx.clone(), task.input.clone()).instrument(span.clone()));
+    let outcome = tokio::select! {
+        outcome = &mut handler => outcome,
+        _ = abandon.cancelled() => {
+            handler.abort();
+            heartbeats.abort();
+            tracing::warn!(parent: &span, "attempt abandoned at shutdown: it becomes unknown on the engine");
+            return;
+        }
+    };
+    finished.cancel();
+    let _ = heartbeats.await;
+
+    let body = match outcome {
+        Ok(Ok(output)) => {
+            let violations = inner.contracts.get(&task.activity).map(|(_, c)| c.violations(&output)).unwrap_or_default();
+            if !violations.is_empty() {
+                inner.stats.local_contract_violations.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(parent: &span, violations = %violations.join("; "),
+                    "the handler's output violates its own contract; sending it so the engine records the attempt invalid");
+            }
+            CompleteRequest { lease_token: task.lease_token, read_version: Some(task.read_version), result: Some(output), error: None }
+        }
+        Ok(Err(e)) => CompleteRequest {
+            lease_token: task.lease_token,
+            read_version: Some(task.read_version),
+            result: None,
+            error: Some(WorkerError { message: e.message, retryable: e.retryable }),
+        },
+        Err(join_error) => {
+            inner.stats.panics.fetch_add(1, Ordering::Relaxed);
+            let message = format!("the handler panicked: {}", panic_message(join_error));
+            tracing::error!(parent: &span, %message, "handler panic reported as a non-retryable error");
+            CompleteRequest { lease_token: task.lease_token, read_version: Some(task.read_version), result: None, error: Some(WorkerError { message, retryable: false }) }
+        }
+    };
+    if ctx.stop_reason() == Some(StopReason::LeaseLost) {
+        tracing::warn!(parent: &span, "the lease was lost while the handler ran; sending its outcome anyway, the engine decides");
+    }
+    report(&inner, &task, &body, &abandon, &span).await;
+}
+
+/// Sends the completion, retrying while the engine is unreachable.
+async fn report(inner: &Inner, task: &ActivityTask, body: &CompleteRequest, abandon: &CancellationToken, span: &tracing::Span) {
+    let path = format!("/v1/worker/attempts/{}/complete", task.attempt_id);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match inner.transport.call::<_, CompleteResponse>(Method::POST, &path, &[], Some(body), Duration::from_secs(30)).await {
+            Ok(answer) => {
+                let counter = match answer.body.outcome {
+                    CompletionOutcome::Won => &inner.stats.won,
+                    CompletionOutcome::Lost => &inner.stats.lost,
+                    CompletionOutcome::Recorded | CompletionOutcome::ContractViolation => &inner.stats.recorded,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                if answer.body.outcome == CompletionOutcome::Lost {
+                    tracing::warn!(parent: span, "race_lost: another attempt's result won; this one was discarded");
+                } else {
+                    tracing::info!(parent: span, outcome = %answer.body.outcome, "attempt reported");
+                }
+                return;
+            }
+            Err(SdkError::Api { code, message, .. }) if code == "contract_violation" => {
+                inner.stats.contract_violations.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(parent: span, %message, "the engine refused the result: contract violation; the attempt is invalid");
+                return;
+            }
+            Err(SdkError::Api { code, .. }) if code == "lease_lost" => {
+                inner.stats.lease_lost.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(parent: span, "the engine refused this attempt's lease token; outcome dropped");
+                return;
+            }
+            Err(e) if e.is_transient() && !abandon.is_cancelled() => {
+                tracing::warn!(parent: span, error = %e, "could not report the outcome; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = abandon.cancelled() => return,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                tracing::error!(parent: span, error = %e, "the outcome could not be reported; the attempt will become unknown");
+                return;
+            }
+        }
+    }
+}
+
+/// Renews the lease at a third of the heartbeat timeout while the handler runs.
+async fn heartbeat_loop(ctx: ActivityContext, finished: CancellationToken, abandon: CancellationToken) {
+    let task = ctx.task();
+    let timeout_ms = task
+        .heartbeat_timeout_ms
+        .or(task.start_to_close_timeout_ms)
+        .unwrap_or(30_000);
+    let every = Duration::from_millis((timeout_ms / 3).max(50));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = finished.cancelled() => return,
+            _ = abandon.cancelled() => return,
+        }
+        match ctx.send_heartbeat(None).await {
+            Ok(Some(StopReason::LeaseLost)) => {
+                tracing::warn!(attempt_id = %task.attempt_id, job_id = %task.job_id, "lease lost: the handler is told to stop");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(attempt_id = %task.attempt_id, error = %e, "heartbeat failed; will retry"),
+        }
+    }
+}
