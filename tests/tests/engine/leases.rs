@@ -203,3 +203,25 @@ rules! {
         assert_eq!(still_started, 0);
     }
 }
+
+rules! {
+    async fn start_to_close_makes_a_heartbeating_attempt_unknown_for_good(db) {
+        // A handler stuck on a call that never answers keeps heartbeating; start-to-close
+        // bounds it. Past that deadline, heartbeats neither extend nor revive the lease.
+        let engine = db.engine();
+        let options = onceflow_engine::model::ActivityOptions { start_to_close_timeout_s: Some(1), heartbeat_timeout_s: Some(30), ..quick_options() };
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), options)).await.unwrap().job;
+        let task = claim_one(&engine, "primary-llm").await;
+        onceflow_tests::wait_for("start-to-close to pass while heartbeating", Duration::from_secs(10), || async {
+            // Heartbeating like a live handler would; only the deadline ends the lease.
+            let _ = engine.heartbeat(&owner(ALICE), task.attempt_id, task.lease_token, None).await;
+            engine.reap().await.unwrap();
+            attempt_view(&engine, job.id, task.attempt_id).await.status == AttemptStatus::Unknown
+        }).await;
+        assert_eq!(code_of(&engine.heartbeat(&owner(ALICE), task.attempt_id, task.lease_token, None).await), "lease_lost");
+        assert_eq!(attempt_view(&engine, job.id, task.attempt_id).await.status, AttemptStatus::Unknown);
+        // Its result is still judged by the CAS.
+        let outcome = engine.complete(&owner(ALICE), task.attempt_id, &result_of(&task, json!({"text": "late"}))).await.unwrap();
+        assert_eq!(outcome, CompletionOutcome::Won);
+    }
+}
