@@ -60,7 +60,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// How long one long-poll waits for work (default 10 s, at most 60 s).
+    /// How long one long-poll waits for work (default 5 s, at most 60 s). A shutdown
+    /// waits for the poll in flight, so that tasks it brings back are run, not stranded.
     pub fn poll_wait(mut self, wait: Duration) -> Self {
         self.poll_wait = wait.min(Duration::from_secs(60));
         self
@@ -247,7 +248,7 @@ impl Worker {
             task_queue: "default".to_owned(),
             worker_id: format!("worker-{}", std::process::id()),
             max_concurrent: 8,
-            poll_wait: Duration::from_secs(10),
+            poll_wait: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(30),
             registrations: Vec::new(),
             error: None,
