@@ -195,3 +195,31 @@ rules! {
         assert!(worker.stats().started >= 3);
     }
 }
+
+rules! {
+    async fn a_handler_past_its_deadline_is_told_its_lease_is_lost_and_its_result_still_counts(db) {
+        let server = TestServer::start(db).await;
+        let seen: Arc<Mutex<Vec<Option<StopReason>>>> = Arc::default();
+        let record = seen.clone();
+        let stuck_call = move |ctx: ActivityContext, prompt: Prompt| {
+            let record = record.clone();
+            async move {
+                ctx.heartbeat(json!({"step": "calling the model"})).await.ok();
+                ctx.cancelled().await;
+                record.lock().unwrap().push(ctx.stop_reason());
+                Ok::<_, ActivityError>(Reply { text: format!("late {}", prompt.text) })
+            }
+        };
+        let (_running, worker) = start(Worker::builder(&server.api.url, &server.tokens.worker).provider("generate", "primary-llm", stuck_call).build().unwrap());
+        let client = client(&server);
+        let options = ActivityOptions { start_to_close_timeout_s: Some(1), heartbeat_timeout_s: Some(1), ..ActivityOptions::default() };
+        let id = client.submit_activity("k", "generate", &["primary-llm"], &Prompt { text: "x".into() }, options).await.unwrap().job.id;
+        let job = client.wait(id, Duration::from_secs(20)).await.unwrap();
+        assert_eq!(seen.lock().unwrap().clone(), vec![Some(StopReason::LeaseLost)]);
+        assert_eq!(job.status, JobStatus::Succeeded, "nobody else answered: the late result still won the CAS");
+        assert_eq!(job.result, Some(json!({"text": "late x"})));
+        assert_eq!(worker.stats().won, 1);
+        let details: serde_json::Value = sqlx::query_scalar("SELECT heartbeat_details FROM attempts").fetch_one(&db.pool).await.unwrap();
+        assert_eq!(details, json!({"step": "calling the model"}), "ctx.heartbeat details are kept on the attempt");
+    }
+}
