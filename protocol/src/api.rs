@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::model::{
-    ActivityOptions, ActivityTask, CompletionOutcome, Failover, JobEvent, JobView, RetryPolicy, StuckAttempt,
+    ActivityOptions, CompletionOutcome, Failover, JobEvent, JobView, RetryPolicy, StuckAttempt,
 };
 
 /// The body of `POST /v1/jobs` as sent: exactly one of `workflow` or `activity`; every
@@ -36,7 +36,7 @@ pub struct JobRequestBody {
 }
 
 /// `options` of an activity job as sent; missing fields get their defaults.
-#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, ToSchema)]
 pub struct ActivityOptionsBody {
     /// Default 30; `null` for none.
     #[serde(default = "default_heartbeat", deserialize_with = "nullable")]
@@ -74,7 +74,7 @@ impl From<ActivityOptions> for ActivityOptionsBody {
 }
 
 /// `options.retry` as sent; missing fields get their defaults.
-#[derive(Debug, Deserialize, Serialize, Default, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, Default, ToSchema)]
 pub struct RetryPolicyBody {
     /// Default 3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -233,7 +233,7 @@ pub const MAX_WAIT_MS: u64 = 60_000;
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PollResponse {
     /// Tasks handed to this worker; empty when nothing came within `wait_ms`.
-    pub tasks: Vec<ActivityTask>,
+    pub tasks: Vec<crate::workflow::Task>,
 }
 
 /// Body of a heartbeat.

@@ -7,3 +7,4 @@
 pub mod api;
 pub mod model;
 pub mod timeline;
+pub mod workflow;

@@ -513,4 +513,14 @@ pub mod event {
     pub const JOB_FAILED: &str = "job_failed";
     /// The owner cancelled the job.
     pub const JOB_CANCELLED: &str = "job_cancelled";
+    /// A worker took a workflow task (replaying the workflow).
+    pub const WORKFLOW_TASK_STARTED: &str = "workflow_task_started";
+    /// A workflow task's commands were applied.
+    pub const WORKFLOW_TASK_COMPLETED: &str = "workflow_task_completed";
+    /// A workflow task failed (e.g. `nondeterminism`); the job is parked.
+    pub const WORKFLOW_TASK_FAILED: &str = "workflow_task_failed";
+    /// A workflow started a durable timer.
+    pub const TIMER_STARTED: &str = "timer_started";
+    /// A durable timer fired.
+    pub const TIMER_FIRED: &str = "timer_fired";
 }

@@ -70,6 +70,7 @@ mod error;
 mod provider;
 mod transport;
 mod worker;
+mod workflow;
 
 pub use client::{Client, Submitted};
 pub use context::{ActivityContext, StopReason};
@@ -78,3 +79,4 @@ pub use onceflow_protocol::model::{ActivityOptions, Failover, JobStatus, JobView
 pub use onceflow_protocol::{api, model};
 pub use provider::output_contract;
 pub use worker::{CertificationReport, Worker, WorkerBuilder, WorkerStats};
+pub use workflow::{ActivityCall, ActivityFailed, ActivityFuture, Sleep, WorkflowContext, WorkflowError};

@@ -26,6 +26,8 @@ use crate::context::{ActivityContext, StopReason};
 use crate::error::{ActivityError, SdkError};
 use crate::provider::{cases_to_json, typed_check, Certify, LocalContract, Registration};
 use crate::transport::Transport;
+use crate::workflow::{erase, replay, WorkflowContext, WorkflowError, WorkflowFn};
+use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowTask};
 
 /// Builds a [`Worker`]: where the engine is, which providers it runs, and how.
 pub struct WorkerBuilder {
@@ -37,10 +39,27 @@ pub struct WorkerBuilder {
     poll_wait: Duration,
     shutdown_grace: Duration,
     registrations: Vec<Registration>,
+    workflows: HashMap<String, WorkflowFn>,
     error: Option<SdkError>,
 }
 
 impl WorkerBuilder {
+    /// Registers a workflow: `async fn(WorkflowContext, In) -> Result<Out, WorkflowError>`.
+    /// The worker replays it against each job's history (see [`WorkflowContext`]); its
+    /// activities run on whichever workers registered their providers.
+    pub fn workflow<F, Fut, I, O>(mut self, name: &str, workflow: F) -> Self
+    where
+        F: Fn(WorkflowContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, WorkflowError>> + 'static,
+        I: DeserializeOwned + 'static,
+        O: Serialize + 'static,
+    {
+        if self.workflows.insert(name.to_owned(), erase(workflow)).is_some() {
+            self.error = Some(SdkError::Config(format!("workflow `{name}` registered twice")));
+        }
+        self
+    }
+
     /// The task queue to poll (default `default`).
     pub fn task_queue(mut self, queue: impl Into<String>) -> Self {
         self.task_queue = queue.into();
@@ -122,8 +141,8 @@ impl WorkerBuilder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        if self.registrations.is_empty() {
-            return Err(SdkError::Config("register at least one provider".into()));
+        if self.registrations.is_empty() && self.workflows.is_empty() {
+            return Err(SdkError::Config("register at least one provider or workflow".into()));
         }
         let mut contracts: HashMap<String, (Value, Arc<LocalContract>)> = HashMap::new();
         let mut providers = HashMap::new();
@@ -154,6 +173,7 @@ impl WorkerBuilder {
                 poll_wait: self.poll_wait,
                 shutdown_grace: self.shutdown_grace,
                 registrations: self.registrations,
+                workflows: self.workflows,
                 providers,
                 contracts,
                 stats: Stats::default(),
@@ -185,6 +205,7 @@ struct Inner {
     poll_wait: Duration,
     shutdown_grace: Duration,
     registrations: Vec<Registration>,
+    workflows: HashMap<String, WorkflowFn>,
     providers: HashMap<(String, String), Registration>,
     contracts: HashMap<String, (Value, Arc<LocalContract>)>,
     stats: Stats,
@@ -251,6 +272,7 @@ impl Worker {
             poll_wait: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(30),
             registrations: Vec::new(),
+            workflows: HashMap::new(),
             error: None,
         }
     }
@@ -435,7 +457,7 @@ impl Worker {
             let request = PollRequest {
                 worker_id: self.inner.worker_id.clone(),
                 task_queue: self.inner.task_queue.clone(),
-                workflows: Vec::new(),
+                workflows: self.inner.workflows.keys().cloned().collect(),
                 providers: pairs.clone(),
                 max_tasks: permits.len() as u32,
                 wait_ms: self.inner.poll_wait.as_millis() as u64,
@@ -452,13 +474,16 @@ impl Worker {
                     backoff = Duration::from_millis(100);
                     for task in answer.body.tasks {
                         let Some(permit) = permits.pop() else {
-                            tracing::error!(attempt_id = %task.attempt_id, "the engine sent more tasks than asked for; it will become unknown");
+                            tracing::error!("the engine sent more tasks than asked for; the extra one will be handed out again or become unknown");
                             continue;
                         };
                         let inner = self.inner.clone();
                         let abandon = abandon.clone();
                         running.spawn(async move {
-                            run_attempt(inner, task, abandon).await;
+                            match task {
+                                Task::Activity(task) => run_attempt(inner, task, abandon).await,
+                                Task::Workflow(task) => run_workflow_task(inner, task, abandon).await,
+                            }
                             drop(permit);
                         });
                     }
@@ -609,6 +634,38 @@ async fn report(inner: &Inner, task: &ActivityTask, body: &CompleteRequest, aban
             }
             Err(e) => {
                 tracing::error!(parent: span, error = %e, "the outcome could not be reported; the attempt will become unknown");
+                return;
+            }
+        }
+    }
+}
+
+/// Replays a workflow and sends the commands; retried while the engine is unreachable.
+async fn run_workflow_task(inner: Arc<Inner>, task: WorkflowTask, abandon: CancellationToken) {
+    let Some(workflow) = inner.workflows.get(&task.workflow).cloned() else {
+        tracing::error!(job_id = %task.job_id, workflow = %task.workflow, "a workflow task for a workflow this worker does not run");
+        return;
+    };
+    let commands = replay(&workflow, &task);
+    let body = CompleteWorkflowTaskRequest { lease_token: task.lease_token, read_version: task.read_version, commands };
+    let path = format!("/v1/worker/workflow-tasks/{}/complete", task.job_id);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match inner.transport.call::<_, CompleteWorkflowTaskResponse>(Method::POST, &path, &[], Some(&body), Duration::from_secs(30)).await {
+            Ok(answer) => {
+                tracing::debug!(job_id = %task.job_id, commands = body.commands.len(), outcome = %answer.body.outcome, "workflow task completed");
+                return;
+            }
+            Err(e) if e.is_transient() && !abandon.is_cancelled() => {
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = abandon.cancelled() => return,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                // Harmless: the task is handed out again when its lease expires.
+                tracing::warn!(job_id = %task.job_id, error = %e, "workflow task not applied");
                 return;
             }
         }

@@ -136,9 +136,13 @@ impl Engine {
                 .await?;
             events.push(event::ATTEMPT_SUCCEEDED, Some(attempt.id), &worker, json!({ "provider": attempt.provider, "number": attempt.number }));
             if job.kind == JobKind::Activity
-                && tx.commit_job_result(owner, job.id, job.version, attempt.id, result).await?
+                && tx.commit_job_result(owner, job.id, job.version, Some(attempt.id), result).await?
             {
                 events.push(event::JOB_SUCCEEDED, Some(attempt.id), actor::ENGINE, json!({ "completed_by": attempt.id }));
+            }
+            if job.kind == JobKind::Workflow {
+                // The slot is taken: the workflow can go on.
+                tx.mark_workflow_ready(owner, job.id).await?;
             }
             // The slot is taken: no other attempt of this activity may run on.
             for other in tx.attempts_of_activity(owner, attempt.activity_id).await? {

@@ -145,17 +145,7 @@ impl Engine {
         let who = actor::client(owner);
         let mut events = Events::for_job(owner, job_id);
         let error = ErrorInfo::new("job_cancelled", "the job was cancelled by its owner");
-        for activity in tx.activities_of_job(owner, job_id).await? {
-            if activity.status.is_closed() {
-                continue;
-            }
-            tx.close_activity(owner, activity.id, ActivityStatus::Cancelled, Some(&error)).await?;
-            for attempt in tx.attempts_of_activity(owner, activity.id).await? {
-                if attempt.status.is_live() && tx.cancel_attempt(owner, attempt.id, owner, "job cancelled").await? {
-                    events.push(event::ATTEMPT_CANCELLED, Some(attempt.id), &who, json!({ "reason": "job cancelled", "cancelled_by": owner, "was": attempt.status }));
-                }
-            }
-        }
+        close_open_activities(tx.as_mut(), &mut events, owner, job_id, &error, owner, &who, "job cancelled").await?;
         if !tx.close_job(owner, job_id, job.version, JobStatus::Cancelled, Some(&error)).await? {
             return Err(EngineError::JobFinished);
         }
@@ -172,4 +162,32 @@ impl Engine {
         visible(scope, &owner)?;
         Ok(owner)
     }
+}
+
+/// Closes every open activity of a job (cancelled, `error` recorded) and cancels their
+/// live attempts, as `cancelled_by` for `reason`: the job is closing, so no later result
+/// may take a slot and no worker should keep working.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn close_open_activities(
+    tx: &mut dyn crate::store::StoreTx,
+    events: &mut Events,
+    owner: &str,
+    job_id: Uuid,
+    error: &ErrorInfo,
+    cancelled_by: &str,
+    actor: &str,
+    reason: &str,
+) -> Result<(), EngineError> {
+    for activity in tx.activities_of_job(owner, job_id).await? {
+        if activity.status.is_closed() {
+            continue;
+        }
+        tx.close_activity(owner, activity.id, ActivityStatus::Cancelled, Some(error)).await?;
+        for attempt in tx.attempts_of_activity(owner, activity.id).await? {
+            if attempt.status.is_live() && tx.cancel_attempt(owner, attempt.id, cancelled_by, reason).await? {
+                events.push(event::ATTEMPT_CANCELLED, Some(attempt.id), actor, json!({ "reason": reason, "cancelled_by": cancelled_by, "was": attempt.status }));
+            }
+        }
+    }
+    Ok(())
 }

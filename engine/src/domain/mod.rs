@@ -21,6 +21,7 @@ mod reaper;
 mod submit;
 mod tokens;
 mod views;
+mod workflow;
 
 use std::sync::Arc;
 
@@ -38,6 +39,7 @@ pub use dispatch::{ClaimRequest, HeartbeatAck};
 pub use reaper::ReapReport;
 pub use submit::Submission;
 pub use views::{JobListQuery, JobPage, StuckAttemptsQuery};
+pub use workflow::WorkflowTaskOutcome;
 
 /// The engine: every domain operation of DESIGN.md over one [`Store`]. Cheap to clone;
 /// any number of engines may run against one database at once.
@@ -46,6 +48,7 @@ pub struct Engine {
     store: Arc<dyn Store>,
     contracts: Arc<contracts::ValidatorCache>,
     work: Arc<Notify>,
+    workflow_task_lease: std::time::Duration,
 }
 
 /// Who did something, as written to `job_events.actor`.
@@ -95,6 +98,7 @@ impl Engine {
             store,
             contracts: Arc::new(contracts::ValidatorCache::default()),
             work: Arc::new(Notify::new()),
+            workflow_task_lease: std::time::Duration::from_secs(30),
         }
     }
 
@@ -114,6 +118,13 @@ impl Engine {
     /// Answers `Ok` when the database answers.
     pub async fn ping(&self) -> Result<(), EngineError> {
         self.store.ping().await.map_err(EngineError::Unavailable)
+    }
+
+    /// How long a worker holds a workflow task before it is handed out again (default
+    /// 30 s; replaying is side-effect free, so a re-run is always safe).
+    pub fn with_workflow_task_lease(mut self, lease: std::time::Duration) -> Self {
+        self.workflow_task_lease = lease;
+        self
     }
 
     /// Woken (as a hint) when attempts become available, by this engine or another one

@@ -152,6 +152,10 @@ impl Engine {
         {
             events.push(event::JOB_FAILED, None, actor::ENGINE, json!({ "error": error }));
         }
+        if job.kind == JobKind::Workflow {
+            // The activity failed for good: the workflow sees the error and decides.
+            tx.mark_workflow_ready(owner, job.id).await?;
+        }
         tracing::warn!(job_id = %job.id, owner, activity = %activity.name, "providers exhausted");
         Ok(())
     }

@@ -18,6 +18,8 @@ pub struct ReapReport {
     pub unknown: u64,
     /// Scheduled attempts past their schedule-to-start deadline, now `expired`.
     pub expired: u64,
+    /// Durable timers that fired.
+    pub timers_fired: u64,
 }
 
 impl Engine {
@@ -39,6 +41,13 @@ impl Engine {
             let (seen, changed) = retry_transient!(self.reap_overdue_scheduled())?;
             report.expired += changed;
             if seen < BATCH as u64 || changed == 0 {
+                break;
+            }
+        }
+        loop {
+            let (seen, fired) = retry_transient!(self.fire_due_timers())?;
+            report.timers_fired += fired;
+            if seen < BATCH as u64 || fired == 0 {
                 break;
             }
         }

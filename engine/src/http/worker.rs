@@ -14,6 +14,7 @@ use super::error::{ApiResult, ErrorBody};
 use super::extract::{path_id, As, Caller, JsonBody, WorkerRole};
 use super::AppState;
 use crate::error::EngineError;
+use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse};
 use crate::model::{Certification, Scope};
 use crate::{ClaimRequest, Completion, CompletionBody};
 
@@ -56,7 +57,7 @@ pub async fn poll(State(state): State<AppState>, caller: As<WorkerRole>, JsonBod
         let woken = signal.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let tasks = state.engine.claim(&scope, &request).await?;
+        let tasks = state.engine.claim_tasks(&scope, &request, &body.workflows).await?;
         let now = tokio::time::Instant::now();
         if !tasks.is_empty() || now >= deadline {
             return Ok(Json(PollResponse { tasks }));
@@ -68,6 +69,22 @@ pub async fn poll(State(state): State<AppState>, caller: As<WorkerRole>, JsonBod
             _ = state.shutdown.cancelled() => return Ok(Json(PollResponse { tasks: Vec::new() })),
         }
     }
+}
+
+/// Complete a workflow task with the commands its replay produced (format: docs/workflows.md).
+#[utoipa::path(post, path = "/v1/worker/workflow-tasks/{job_id}/complete", tag = "worker",
+    params(("job_id" = uuid::Uuid, Path)), request_body = CompleteWorkflowTaskRequest,
+    responses((status = 200, body = CompleteWorkflowTaskResponse), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, description = "lease_lost", body = ErrorBody)))]
+pub async fn complete_workflow_task(
+    State(state): State<AppState>,
+    caller: As<WorkerRole>,
+    Path(job_id): Path<String>,
+    JsonBody(body): JsonBody<CompleteWorkflowTaskRequest>,
+) -> ApiResult<Json<CompleteWorkflowTaskResponse>> {
+    let scope = worker_scope(&caller)?;
+    let outcome = state.engine.complete_workflow_task(&scope, path_id(&job_id)?, &body).await?;
+    Ok(Json(CompleteWorkflowTaskResponse { outcome: outcome.as_str().to_owned() }))
 }
 
 /// Renew the lease; learn whether the attempt was cancelled.

@@ -64,6 +64,12 @@ pub struct JobRow {
     pub updated_at: DateTime<Utc>,
     /// When the job closed; `None` while it is open.
     pub finished_at: Option<DateTime<Utc>>,
+    /// Workflow jobs: something happened that the workflow has not replayed yet.
+    pub wf_ready: bool,
+    /// Workflow jobs: the fencing token of the workflow task in flight, if any.
+    pub wf_lease_token: Option<Uuid>,
+    /// Workflow jobs: parked (e.g. non-determinism); no more workflow tasks.
+    pub wf_parked: bool,
 }
 
 /// An activity row.
@@ -97,6 +103,8 @@ pub struct ActivityRow {
     pub result: Option<Value>,
     /// Why the activity failed or was cancelled.
     pub error: Option<ErrorInfo>,
+    /// When the activity reached its final status.
+    pub finished_at: Option<DateTime<Utc>>,
 }
 
 /// An attempt row.
@@ -310,6 +318,34 @@ pub enum LeaseExtension {
     NotExtended,
 }
 
+/// A durable timer of a workflow job.
+#[derive(Debug, Clone)]
+pub struct TimerRow {
+    /// Its position in the workflow's call order.
+    pub seq: i32,
+    /// When it fires.
+    pub fire_at: DateTime<Utc>,
+    /// When it fired.
+    pub fired_at: Option<DateTime<Utc>>,
+}
+
+/// What a worker asks for when it polls for workflow tasks.
+#[derive(Debug, Clone)]
+pub struct WorkflowClaimFilter {
+    /// Whose jobs the worker serves.
+    pub scope: Scope,
+    /// The task queue it polls.
+    pub task_queue: String,
+    /// The workflows it has registered.
+    pub workflows: Vec<String>,
+    /// The worker's name.
+    pub worker_id: String,
+    /// At most this many tasks.
+    pub limit: i64,
+    /// How long a workflow task's lease lasts.
+    pub lease_ms: u64,
+}
+
 /// A stored API token: only its hash, never the token.
 #[derive(Debug, Clone)]
 pub struct TokenRow {
@@ -406,12 +442,13 @@ pub trait StoreTx: Send {
     async fn mark_job_running(&mut self, owner: &str, job_id: Uuid) -> StoreResult<bool>;
 
     /// Job CAS: takes the job's result slot if `version` is current and nobody took it.
+    /// `attempt_id` is the winning attempt of an activity job (`None` for a workflow).
     async fn commit_job_result(
         &mut self,
         owner: &str,
         job_id: Uuid,
         version: i64,
-        attempt_id: Uuid,
+        attempt_id: Option<Uuid>,
         result: &Value,
     ) -> StoreResult<bool>;
 
@@ -538,6 +575,33 @@ pub trait StoreTx: Send {
     /// Hands out up to `filter.limit` available scheduled attempts: each becomes
     /// `started` with a fresh lease token, once. Locks their jobs without waiting.
     async fn claim_attempts(&mut self, filter: &ClaimFilter) -> StoreResult<Vec<ClaimedAttempt>>;
+
+    /// Hands out up to `filter.limit` workflow tasks (ready and unleased, or with an
+    /// expired lease), each with a fresh lease token. Locks their jobs without waiting.
+    async fn claim_workflow_tasks(&mut self, filter: &WorkflowClaimFilter) -> StoreResult<Vec<JobRow>>;
+
+    /// Workflow-task CAS: ends the task held by `token` if the job's version is still
+    /// `read_version` (moving it); `false` for a stale or duplicated task.
+    async fn complete_workflow_task(&mut self, owner: &str, job_id: Uuid, token: Uuid, read_version: i64)
+        -> StoreResult<bool>;
+
+    /// Marks a workflow job ready for its next task and wakes pollers.
+    async fn mark_workflow_ready(&mut self, owner: &str, job_id: Uuid) -> StoreResult<()>;
+
+    /// Parks a workflow job with a visible error: no more workflow tasks.
+    async fn park_workflow(&mut self, owner: &str, job_id: Uuid, error: &ErrorInfo) -> StoreResult<()>;
+
+    /// Starts a timer at a position unless one is there; `false` when it was.
+    async fn insert_timer(&mut self, owner: &str, job_id: Uuid, seq: i32, delay_ms: u64) -> StoreResult<bool>;
+
+    /// A job's timers by position.
+    async fn timers_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<TimerRow>>;
+
+    /// Locks (without waiting) up to `limit` due, unfired timers with their jobs.
+    async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>>;
+
+    /// Fires a due timer once.
+    async fn fire_timer(&mut self, owner: &str, job_id: Uuid, seq: i32) -> StoreResult<bool>;
 
     /// Locks (without waiting) up to `limit` started attempts whose lease has expired,
     /// with their jobs.

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, JobQuery, JobRow,
     LeaseExtension, NewActivity, NewAttempt, NewEvent, NewJob, Store, StoreResult, StoreTx,
-    StuckQuery, TokenRow,
+    StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
@@ -54,10 +54,10 @@ impl PgStore {
 
 const JOB_COLUMNS: &str = "owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, \
      task_queue, input, status, version, result, error, completed_by, created_at, updated_at, \
-     finished_at";
+     finished_at, wf_ready, wf_lease_token, wf_parked";
 
 const ACTIVITY_COLUMNS: &str = "owner_id, id, job_id, seq, name, providers, options, task_queue, \
-     input, status, version, completed_by, result, error";
+     input, status, version, completed_by, result, error, finished_at";
 
 const ATTEMPT_COLUMNS: &str = "owner_id, id, activity_id, job_id, number, activity, task_queue, \
      provider, status, worker_id, lease_token, lease_expires_at, read_version, heartbeat_at, \
@@ -96,6 +96,9 @@ fn job_row(row: &PgRow) -> StoreResult<JobRow> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         finished_at: row.try_get("finished_at")?,
+        wf_ready: row.try_get("wf_ready")?,
+        wf_lease_token: row.try_get("wf_lease_token")?,
+        wf_parked: row.try_get("wf_parked")?,
     })
 }
 
@@ -118,6 +121,7 @@ fn activity_row(row: &PgRow) -> StoreResult<ActivityRow> {
         completed_by: row.try_get("completed_by")?,
         result: row.try_get("result")?,
         error: json_error(row, "error")?,
+        finished_at: row.try_get("finished_at")?,
     })
 }
 
@@ -582,8 +586,8 @@ impl StoreTx for PgTx {
         // Invariant 1: one job per (owner, idempotency key); the loser inserts nothing.
         let result = sqlx::query(
             "INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, workflow,
-                               activity, task_queue, input)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                               activity, task_queue, input, wf_ready)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $5 = 'workflow')
              ON CONFLICT (owner_id, idempotency_key) DO NOTHING",
         )
         .bind(&job.owner_id)
@@ -640,7 +644,7 @@ impl StoreTx for PgTx {
         owner: &str,
         job_id: Uuid,
         version: i64,
-        attempt_id: Uuid,
+        attempt_id: Option<Uuid>,
         result: &Value,
     ) -> StoreResult<bool> {
         // Invariant 4 (job CAS): exactly one result wins the job's slot.
@@ -1113,6 +1117,144 @@ impl StoreTx for PgTx {
                 })
             })
             .collect()
+    }
+
+    async fn claim_workflow_tasks(&mut self, filter: &WorkflowClaimFilter) -> StoreResult<Vec<JobRow>> {
+        // Dispatch: SKIP LOCKED hands each workflow task to one worker; a task whose
+        // lease expired is simply handed out again (workflow code has no side effects).
+        let rows = sqlx::query(&format!(
+            "WITH picked AS (
+                 SELECT owner_id, id FROM jobs
+                 WHERE kind = 'workflow' AND status IN ('queued', 'running') AND NOT wf_parked
+                   AND task_queue = $1 AND workflow = ANY($2)
+                   AND ($3::text IS NULL OR owner_id = $3)
+                   AND ((wf_ready AND wf_lease_token IS NULL) OR wf_lease_expires_at < now())
+                 ORDER BY updated_at, id
+                 LIMIT $4
+                 FOR UPDATE SKIP LOCKED
+             )
+             UPDATE jobs j
+             SET wf_ready = false, wf_lease_token = gen_random_uuid(), wf_worker_id = $5,
+                 wf_lease_expires_at = now() + make_interval(secs => $6),
+                 status = CASE WHEN j.status = 'queued' THEN 'running' ELSE j.status END,
+                 updated_at = now()
+             FROM picked p
+             WHERE j.owner_id = p.owner_id AND j.id = p.id
+             RETURNING {}",
+            JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
+        ))
+        .bind(&filter.task_queue)
+        .bind(&filter.workflows)
+        .bind(filter.scope.owner())
+        .bind(filter.limit)
+        .bind(&filter.worker_id)
+        .bind(filter.lease_ms as f64 / 1000.0)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn complete_workflow_task(&mut self, owner: &str, job_id: Uuid, token: Uuid, read_version: i64) -> StoreResult<bool> {
+        // Workflow-task CAS: only the holder of the current task, on the version it read,
+        // applies commands; a duplicated or stale task changes nothing.
+        let done = sqlx::query(
+            "UPDATE jobs
+             SET version = version + 1, wf_lease_token = NULL, wf_lease_expires_at = NULL, updated_at = now()
+             WHERE owner_id = $1 AND id = $2 AND wf_lease_token = $3 AND version = $4
+               AND status IN ('queued', 'running')",
+        )
+        .bind(owner)
+        .bind(job_id)
+        .bind(token)
+        .bind(read_version)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn mark_workflow_ready(&mut self, owner: &str, job_id: Uuid) -> StoreResult<()> {
+        let queue: Option<String> = sqlx::query_scalar(
+            "UPDATE jobs SET wf_ready = true, updated_at = now()
+             WHERE owner_id = $1 AND id = $2 AND kind = 'workflow' AND status IN ('queued', 'running')
+             RETURNING task_queue",
+        )
+        .bind(owner)
+        .bind(job_id)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        if let Some(queue) = queue {
+            self.notify_work(&queue).await?;
+        }
+        Ok(())
+    }
+
+    async fn park_workflow(&mut self, owner: &str, job_id: Uuid, error: &ErrorInfo) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE jobs SET wf_parked = true, error = $3, updated_at = now()
+             WHERE owner_id = $1 AND id = $2 AND status IN ('queued', 'running')",
+        )
+        .bind(owner)
+        .bind(job_id)
+        .bind(to_json(error)?)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    async fn insert_timer(&mut self, owner: &str, job_id: Uuid, seq: i32, delay_ms: u64) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "INSERT INTO timers (owner_id, job_id, seq, fire_at)
+             VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(owner)
+        .bind(job_id)
+        .bind(seq)
+        .bind(delay_ms as f64 / 1000.0)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn timers_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<TimerRow>> {
+        let rows = sqlx::query("SELECT seq, fire_at, fired_at FROM timers WHERE owner_id = $1 AND job_id = $2 ORDER BY seq")
+            .bind(owner)
+            .bind(job_id)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| Ok(TimerRow { seq: r.try_get("seq")?, fire_at: r.try_get("fire_at")?, fired_at: r.try_get("fired_at")? }))
+            .collect()
+    }
+
+    async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>> {
+        // Timer loop: each due timer is taken by one engine only (SKIP LOCKED).
+        let rows = sqlx::query(
+            "SELECT t.owner_id, t.job_id, t.seq FROM timers t
+             JOIN jobs j ON j.owner_id = t.owner_id AND j.id = t.job_id
+             WHERE t.fired_at IS NULL AND t.fire_at <= now()
+             ORDER BY t.fire_at
+             LIMIT $1
+             FOR UPDATE OF j, t SKIP LOCKED",
+        )
+        .bind(limit)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter().map(|r| Ok((r.try_get("owner_id")?, r.try_get("job_id")?, r.try_get("seq")?))).collect()
+    }
+
+    async fn fire_timer(&mut self, owner: &str, job_id: Uuid, seq: i32) -> StoreResult<bool> {
+        // A timer fires once.
+        let done = sqlx::query(
+            "UPDATE timers SET fired_at = now()
+             WHERE owner_id = $1 AND job_id = $2 AND seq = $3 AND fired_at IS NULL AND fire_at <= now()",
+        )
+        .bind(owner)
+        .bind(job_id)
+        .bind(seq)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn lock_expired_leases(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {

@@ -38,9 +38,9 @@ rules! {
         let (store, _, job, _, attempt, _) = held(db).await;
         let mut tx = store.begin().await.unwrap();
         let current = tx.lock_job(ALICE, job).await.unwrap().unwrap().version;
-        assert!(!tx.commit_job_result(ALICE, job, current + 1, attempt, &json!(1)).await.unwrap());
+        assert!(!tx.commit_job_result(ALICE, job, current + 1, Some(attempt), &json!(1)).await.unwrap());
         assert!(!tx.close_job(ALICE, job, current - 1, JobStatus::Failed, None).await.unwrap());
-        assert!(tx.commit_job_result(ALICE, job, current, attempt, &json!(1)).await.unwrap());
+        assert!(tx.commit_job_result(ALICE, job, current, Some(attempt), &json!(1)).await.unwrap());
         assert!(!tx.close_job(ALICE, job, current + 1, JobStatus::Cancelled, None).await.unwrap(), "a succeeded job stays succeeded");
         assert_eq!(tx.lock_job(ALICE, job).await.unwrap().unwrap().status, JobStatus::Succeeded);
     }

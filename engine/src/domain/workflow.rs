@@ -1,0 +1,306 @@
+//! Workflow jobs: workflow tasks leased like attempts, the journal a worker replays, the
+//! commands it answers with (applied in one transaction under the workflow-task CAS), and
+//! durable timers. Workflow code runs in workers, never here.
+
+use serde_json::json;
+use uuid::Uuid;
+
+use super::intervene::close_open_activities;
+use super::{actor, retry_transient, Engine, Events};
+use crate::error::EngineError;
+use crate::model::{event, ActivityStatus, ErrorInfo, JobKind, Scope};
+use crate::request::{canonical_json, JobRequest, JobTarget};
+use crate::store::{JobRow, NewActivity, NewAttempt, StoreTx, WorkflowClaimFilter};
+use crate::ClaimRequest;
+use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, JournalEntry, Task, WorkflowCommand, WorkflowTask};
+
+/// How a workflow-task completion was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkflowTaskOutcome {
+    /// The commands were applied.
+    Applied,
+    /// The job moved on since the task read it (another task applied, or the job
+    /// closed): nothing changed.
+    Stale,
+}
+
+impl WorkflowTaskOutcome {
+    /// `applied` or `stale`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkflowTaskOutcome::Applied => "applied",
+            WorkflowTaskOutcome::Stale => "stale",
+        }
+    }
+}
+
+impl Engine {
+    /// Hands a worker what it can run: workflow tasks of the workflows it registered, then
+    /// attempts of its providers, at most `max_tasks` in all.
+    pub async fn claim_tasks(&self, scope: &Scope, request: &ClaimRequest, workflows: &[String]) -> Result<Vec<Task>, EngineError> {
+        if request.max_tasks == 0 || request.max_tasks > 100 {
+            return Err(EngineError::invalid_request("max_tasks: must be between 1 and 100"));
+        }
+        if request.worker_id.is_empty() {
+            return Err(EngineError::invalid_request("worker_id: must not be empty"));
+        }
+        let mut tasks: Vec<Task> = Vec::new();
+        if !workflows.is_empty() {
+            let filter = WorkflowClaimFilter {
+                scope: scope.clone(),
+                task_queue: request.task_queue.clone(),
+                workflows: workflows.to_vec(),
+                worker_id: request.worker_id.clone(),
+                limit: i64::from(request.max_tasks),
+                lease_ms: self.workflow_task_lease.as_millis() as u64,
+            };
+            let claimed = retry_transient!(self.claim_workflow_tasks(&filter))?;
+            tasks.extend(claimed.into_iter().map(Task::Workflow));
+        }
+        let left = request.max_tasks - tasks.len() as u32;
+        if left > 0 && !request.providers.is_empty() {
+            let attempts = self.claim(scope, &ClaimRequest { max_tasks: left, ..request.clone() }).await?;
+            tasks.extend(attempts.into_iter().map(Task::Activity));
+        }
+        Ok(tasks)
+    }
+
+    async fn claim_workflow_tasks(&self, filter: &WorkflowClaimFilter) -> Result<Vec<WorkflowTask>, EngineError> {
+        let mut tx = self.begin().await?;
+        let jobs = tx.claim_workflow_tasks(filter).await?;
+        let mut tasks = Vec::with_capacity(jobs.len());
+        let mut all_events = Vec::new();
+        for job in jobs {
+            let Some(lease_token) = job.wf_lease_token else { continue };
+            let journal = journal(tx.as_mut(), &job).await?;
+            let mut events = Events::for_job(&job.owner_id, job.id);
+            events.push(event::WORKFLOW_TASK_STARTED, None, &actor::worker(&filter.worker_id), json!({ "version": job.version, "journal_len": journal.len() }));
+            all_events.extend(events.pending);
+            tasks.push(WorkflowTask {
+                kind: "workflow".to_owned(),
+                job_id: job.id,
+                owner: job.owner_id.clone(),
+                workflow: job.workflow.clone().unwrap_or_default(),
+                input: job.input.clone(),
+                idempotency_key: job.id.to_string(),
+                created_at: job.created_at,
+                lease_token,
+                read_version: job.version,
+                journal,
+            });
+        }
+        tx.append_events(&all_events).await?;
+        tx.commit().await?;
+        Ok(tasks)
+    }
+
+    /// Applies a workflow task's commands, all or nothing.
+    ///
+    /// Guarantees: only the holder of the task's lease token may complete it (else
+    /// [`EngineError::LeaseLost`]); the commands apply only if the job's version is still
+    /// the one the task read, so two workers replaying the same task apply it once and a
+    /// stale task changes nothing ([`WorkflowTaskOutcome::Stale`]). A command that
+    /// contradicts the journal (a different activity at a recorded position) parks the
+    /// job with `nondeterminism`, visibly, instead of re-planning.
+    pub async fn complete_workflow_task(
+        &self,
+        scope: &Scope,
+        job_id: Uuid,
+        request: &CompleteWorkflowTaskRequest,
+    ) -> Result<WorkflowTaskOutcome, EngineError> {
+        let owner = self.store.job_owner(scope, job_id).await?.ok_or(EngineError::NotFound)?;
+        retry_transient!(self.complete_workflow_task_once(&owner, job_id, request))
+    }
+
+    async fn complete_workflow_task_once(
+        &self,
+        owner: &str,
+        job_id: Uuid,
+        request: &CompleteWorkflowTaskRequest,
+    ) -> Result<WorkflowTaskOutcome, EngineError> {
+        let mut tx = self.begin().await?;
+        let job = tx.lock_job(owner, job_id).await?.ok_or(EngineError::NotFound)?;
+        if job.kind != JobKind::Workflow {
+            return Err(EngineError::NotFound);
+        }
+        if job.wf_lease_token != Some(request.lease_token) {
+            if job.status.is_closed() || job.version != request.read_version {
+                return Ok(WorkflowTaskOutcome::Stale);
+            }
+            return Err(EngineError::LeaseLost);
+        }
+        // The workflow-task CAS: one task per job version applies.
+        if !tx.complete_workflow_task(owner, job_id, request.lease_token, request.read_version).await? {
+            return Ok(WorkflowTaskOutcome::Stale);
+        }
+        let version = request.read_version + 1;
+        let mut events = Events::for_job(owner, job_id);
+        events.push(event::WORKFLOW_TASK_COMPLETED, None, actor::ENGINE, json!({ "commands": request.commands.len() }));
+        let recorded = journal(tx.as_mut(), &job).await?;
+        for command in &request.commands {
+            if let Some(error) = self.apply(tx.as_mut(), &mut events, &job, version, &recorded, command).await? {
+                tx.park_workflow(owner, job_id, &error).await?;
+                events.push(event::WORKFLOW_TASK_FAILED, None, actor::ENGINE, json!({ "error": error }));
+                tracing::error!(%job_id, owner, code = %error.code, message = %error.message, "workflow parked");
+                break;
+            }
+        }
+        events.flush(tx.as_mut()).await?;
+        tx.commit().await?;
+        Ok(WorkflowTaskOutcome::Applied)
+    }
+
+    /// Applies one command; `Some(error)` parks the workflow.
+    async fn apply(
+        &self,
+        tx: &mut dyn StoreTx,
+        events: &mut Events,
+        job: &JobRow,
+        version: i64,
+        recorded: &[JournalEntry],
+        command: &WorkflowCommand,
+    ) -> Result<Option<ErrorInfo>, EngineError> {
+        let owner = job.owner_id.as_str();
+        let at = |seq: i32| recorded.iter().find(|e| e.seq() == seq);
+        match command {
+            WorkflowCommand::ScheduleActivity { seq, activity, providers, input, options } => {
+                if *seq < 0 {
+                    return Err(EngineError::invalid_request("commands: seq must not be negative"));
+                }
+                match at(*seq) {
+                    Some(JournalEntry::Activity { name, input: was, .. })
+                        if name == activity && canonical_json(was) == canonical_json(input) =>
+                    {
+                        return Ok(None);
+                    }
+                    Some(other) => return Ok(Some(nondeterminism(*seq, &format!("activity `{activity}`"), other))),
+                    None => {}
+                }
+                let options = options.clone().unwrap_or_default().resolve();
+                let request = JobRequest {
+                    target: JobTarget::Activity { name: activity.clone(), providers: providers.clone(), options: options.clone() },
+                    input: input.clone(),
+                    task_queue: job.task_queue.clone(),
+                };
+                request.validate()?;
+                let activity_id = Uuid::now_v7();
+                tx.insert_activity(&NewActivity {
+                    owner_id: owner.to_owned(),
+                    id: activity_id,
+                    job_id: job.id,
+                    seq: *seq,
+                    name: activity.clone(),
+                    providers: providers.clone(),
+                    options: options.clone(),
+                    task_queue: job.task_queue.clone(),
+                    input: input.clone(),
+                })
+                .await?;
+                let attempt = tx
+                    .insert_attempt(&NewAttempt {
+                        owner_id: owner.to_owned(),
+                        id: Uuid::now_v7(),
+                        activity_id,
+                        job_id: job.id,
+                        number: 1,
+                        activity: activity.clone(),
+                        task_queue: job.task_queue.clone(),
+                        provider: providers[0].clone(),
+                        delay_ms: 0,
+                        schedule_to_start_timeout_s: options.schedule_to_start_timeout_s,
+                    })
+                    .await?
+                    .ok_or_else(|| EngineError::Internal(crate::error::StoreError::Corrupt("a new activity had a live attempt".into())))?;
+                tx.notify_work(&job.task_queue).await?;
+                events.push(event::ATTEMPT_SCHEDULED, Some(attempt.id), actor::ENGINE,
+                    json!({ "seq": seq, "activity": activity, "provider": providers[0], "number": 1, "reason": "workflow" }));
+            }
+            WorkflowCommand::StartTimer { seq, duration_ms } => {
+                match at(*seq) {
+                    Some(JournalEntry::Timer { .. }) => return Ok(None),
+                    Some(other) => return Ok(Some(nondeterminism(*seq, "a timer", other))),
+                    None => {}
+                }
+                if *seq < 0 || *duration_ms > 366 * 24 * 3600 * 1000 {
+                    return Err(EngineError::invalid_request("commands: a timer needs seq >= 0 and at most a year"));
+                }
+                tx.insert_timer(owner, job.id, *seq, *duration_ms).await?;
+                events.push(event::TIMER_STARTED, None, actor::ENGINE, json!({ "seq": seq, "duration_ms": duration_ms }));
+            }
+            WorkflowCommand::CompleteJob { result } => {
+                if tx.commit_job_result(owner, job.id, version, None, result).await? {
+                    let error = ErrorInfo::new("workflow_completed", "the workflow returned before this activity finished");
+                    close_open_activities(tx, events, owner, job.id, &error, actor::ENGINE, actor::ENGINE, "workflow completed").await?;
+                    events.push(event::JOB_SUCCEEDED, None, actor::ENGINE, json!({}));
+                }
+            }
+            WorkflowCommand::FailJob { error } => {
+                if tx.close_job(owner, job.id, version, crate::model::JobStatus::Failed, Some(error)).await? {
+                    let closing = ErrorInfo::new("workflow_failed", "the workflow failed before this activity finished");
+                    close_open_activities(tx, events, owner, job.id, &closing, actor::ENGINE, actor::ENGINE, "workflow failed").await?;
+                    events.push(event::JOB_FAILED, None, actor::ENGINE, json!({ "error": error }));
+                }
+            }
+            WorkflowCommand::FailTask { error } => return Ok(Some(error.clone())),
+        }
+        Ok(None)
+    }
+
+    /// Fires due timers once each (safe in many engines) and wakes their workflows.
+    pub(crate) async fn fire_due_timers(&self) -> Result<(u64, u64), EngineError> {
+        let mut tx = self.begin().await?;
+        let due = tx.lock_due_timers(200).await?;
+        let mut fired = 0;
+        let mut all_events = Vec::new();
+        for (owner, job_id, seq) in &due {
+            if !tx.fire_timer(owner, *job_id, *seq).await? {
+                continue;
+            }
+            fired += 1;
+            tx.mark_workflow_ready(owner, *job_id).await?;
+            let mut events = Events::for_job(owner, *job_id);
+            events.push(event::TIMER_FIRED, None, actor::ENGINE, json!({ "seq": seq }));
+            all_events.extend(events.pending);
+        }
+        tx.append_events(&all_events).await?;
+        tx.commit().await?;
+        Ok((due.len() as u64, fired))
+    }
+}
+
+fn nondeterminism(seq: i32, asked: &str, recorded: &JournalEntry) -> ErrorInfo {
+    let was = match recorded {
+        JournalEntry::Activity { name, .. } => format!("activity `{name}` (with its recorded input)"),
+        JournalEntry::Timer { .. } => "a timer".to_owned(),
+    };
+    ErrorInfo::new(
+        "nondeterminism",
+        format!("at position {seq} the workflow now asks for {asked}, but its history recorded {was}; the job is parked"),
+    )
+}
+
+/// What a workflow job did so far, by position.
+pub(crate) async fn journal(tx: &mut dyn StoreTx, job: &JobRow) -> Result<Vec<JournalEntry>, EngineError> {
+    let mut entries: Vec<JournalEntry> = tx
+        .activities_of_job(&job.owner_id, job.id)
+        .await?
+        .into_iter()
+        .map(|a| JournalEntry::Activity {
+            seq: a.seq,
+            name: a.name,
+            input: a.input,
+            status: a.status,
+            result: if a.status == ActivityStatus::Succeeded { a.result } else { None },
+            error: if a.status == ActivityStatus::Failed || a.status == ActivityStatus::Cancelled { a.error } else { None },
+            finished_at: a.finished_at,
+        })
+        .collect();
+    entries.extend(
+        tx.timers_of_job(&job.owner_id, job.id)
+            .await?
+            .into_iter()
+            .map(|t| JournalEntry::Timer { seq: t.seq, fire_at: t.fire_at, fired_at: t.fired_at }),
+    );
+    entries.sort_by_key(JournalEntry::seq);
+    Ok(entries)
+}

@@ -1,0 +1,156 @@
+//! The workflow-task protocol between the engine and the worker SDK (internal to them,
+//! documented in `docs/workflows.md`): the journal a worker replays, and the commands it
+//! answers with.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::api::ActivityOptionsBody;
+use crate::model::{ActivityStatus, ActivityTask, ErrorInfo};
+
+/// A task handed to a worker by `POST /v1/worker/poll`: run an attempt, or replay a
+/// workflow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum Task {
+    /// `"kind": "activity"`: run one attempt under its lease.
+    Activity(ActivityTask),
+    /// `"kind": "workflow"`: replay a workflow against its journal.
+    Workflow(WorkflowTask),
+}
+
+/// The right to replay one workflow job once and answer with commands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WorkflowTask {
+    /// Always `workflow`.
+    pub kind: String,
+    /// The workflow job.
+    pub job_id: Uuid,
+    /// Its owner.
+    pub owner: String,
+    /// The workflow to run.
+    pub workflow: String,
+    /// The job's input.
+    #[schema(value_type = Object)]
+    pub input: Value,
+    /// Stable for the job: `ctx.idempotency_key()`.
+    pub idempotency_key: String,
+    /// When the job was created: `ctx.now()` before anything was recorded.
+    pub created_at: DateTime<Utc>,
+    /// This task's fencing token.
+    pub lease_token: Uuid,
+    /// The job version the task read; its commands apply only if it is still current.
+    pub read_version: i64,
+    /// What the workflow did so far, by position (call order).
+    pub journal: Vec<JournalEntry>,
+}
+
+/// One recorded step of a workflow, at its position in call order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum JournalEntry {
+    /// An activity the workflow scheduled.
+    Activity {
+        /// Its position.
+        seq: i32,
+        /// The activity.
+        name: String,
+        /// The input it was scheduled with (replay must ask for the same).
+        #[schema(value_type = Object)]
+        input: Value,
+        /// Where it stands; `succeeded` and `failed` are final.
+        status: ActivityStatus,
+        /// The winning result, once `succeeded`.
+        #[schema(value_type = Option<Object>)]
+        result: Option<Value>,
+        /// Why it failed, once `failed` (e.g. `providers_exhausted`).
+        error: Option<ErrorInfo>,
+        /// When it reached its final status.
+        finished_at: Option<DateTime<Utc>>,
+    },
+    /// A durable timer the workflow started.
+    Timer {
+        /// Its position.
+        seq: i32,
+        /// When it fires.
+        fire_at: DateTime<Utc>,
+        /// When it fired; `None` while it has not.
+        fired_at: Option<DateTime<Utc>>,
+    },
+}
+
+impl JournalEntry {
+    /// The entry's position.
+    pub fn seq(&self) -> i32 {
+        match self {
+            JournalEntry::Activity { seq, .. } | JournalEntry::Timer { seq, .. } => *seq,
+        }
+    }
+}
+
+/// What a workflow task decided, applied by the engine in one transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WorkflowCommand {
+    /// Schedule an activity at a new position (its first attempt at the first provider).
+    ScheduleActivity {
+        /// The position.
+        seq: i32,
+        /// The activity.
+        activity: String,
+        /// Its providers in order; the first is the primary.
+        providers: Vec<String>,
+        /// Its input.
+        #[schema(value_type = Object)]
+        input: Value,
+        /// Its options; missing fields get their defaults.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        options: Option<ActivityOptionsBody>,
+    },
+    /// Start a durable timer at a new position.
+    StartTimer {
+        /// The position.
+        seq: i32,
+        /// How long from now it fires.
+        duration_ms: u64,
+    },
+    /// The workflow returned: the job succeeds with this result.
+    CompleteJob {
+        /// The workflow's output.
+        #[schema(value_type = Object)]
+        result: Value,
+    },
+    /// The workflow returned an error: the job fails with it.
+    FailJob {
+        /// The error.
+        error: ErrorInfo,
+    },
+    /// The task could not be completed (e.g. `nondeterminism`): the job is parked, visibly,
+    /// and no further workflow task is handed out for it.
+    FailTask {
+        /// Why.
+        error: ErrorInfo,
+    },
+}
+
+/// Body of `POST /v1/worker/workflow-tasks/{job_id}/complete`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CompleteWorkflowTaskRequest {
+    /// The task's fencing token.
+    pub lease_token: Uuid,
+    /// The job version the task read.
+    pub read_version: i64,
+    /// What the workflow decided, in order.
+    pub commands: Vec<WorkflowCommand>,
+}
+
+/// Answer to a workflow-task completion.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CompleteWorkflowTaskResponse {
+    /// `applied`, or `stale` when the job moved on since the task read it (nothing
+    /// changed).
+    pub outcome: String,
+}
