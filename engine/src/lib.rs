@@ -28,7 +28,7 @@ pub mod store;
 
 pub use domain::{
     ClaimRequest, Completion, CompletionBody, Engine, HeartbeatAck, JobListQuery, JobPage,
-    ReapReport, StuckAttemptsQuery, Submission,
+    ReapReport, StuckAttemptsQuery, Submission, WorkflowTaskOutcome,
 };
 pub use error::{EngineError, StoreError};
 pub use request::{JobRequest, JobTarget};

@@ -218,6 +218,12 @@ impl ServerProcess {
     /// it answers `/healthz`.
     pub async fn start(database_url: &str, extra: &[&str]) -> ServerProcess {
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+        Self::start_at(database_url, port, extra).await
+    }
+
+    /// Starts `onceflow serve` on `database_url` at `port` (e.g. to restart a server where
+    /// its clients expect it).
+    pub async fn start_at(database_url: &str, port: u16, extra: &[&str]) -> ServerProcess {
         let child = Command::new(onceflow_binary())
             .args(["serve", "--database-url", database_url, "--bind", &format!("127.0.0.1:{port}"), "--reaper-interval-ms", "100"])
             .args(extra)
@@ -237,6 +243,11 @@ impl ServerProcess {
             assert!(tokio::time::Instant::now() < deadline, "onceflow serve did not come up");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.api.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("url has a port")
     }
 
     /// The process id.

@@ -1,0 +1,7 @@
+//! Workflows as Rust code, against a real engine and real PostgreSQL: replay, commands
+//! under the job-version CAS, durable timers, non-determinism, crashes.
+
+mod workflow {
+    mod engine_side;
+    mod sdk;
+}
