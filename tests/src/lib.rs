@@ -14,9 +14,12 @@ use std::time::Duration;
 
 use onceflow_engine::model::{ActivityOptions, ActivityTask, AttemptStatus, AttemptView, RetryPolicy, Scope};
 use onceflow_engine::store::postgres::PgStore;
+use onceflow_engine::store::sqlite::SqliteStore;
+use onceflow_engine::store::Store;
 use onceflow_engine::{ClaimRequest, Engine, JobRequest};
 use serde_json::{json, Value};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::SqlitePool;
 use sqlx::{Connection, Executor, PgConnection, PgPool};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
@@ -30,72 +33,169 @@ pub fn admin_url() -> String {
 /// the server's connection limit.
 static HEAVY: Semaphore = Semaphore::const_new(1);
 
-/// A fresh, migrated database that is dropped when this value is.
+/// The stores every rule runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// PostgreSQL: a fresh database per test.
+    Postgres,
+    /// SQLite: a fresh database file per test.
+    Sqlite,
+}
+
+/// A fresh, migrated database that is dropped (or deleted) when this value is.
 pub struct TestDb {
+    backend: Backend,
     name: String,
-    /// How to connect to the test database.
-    pub options: PgConnectOptions,
-    /// A small pool on the test database, for engines and direct checks.
-    pub pool: PgPool,
+    url: String,
+    store: Arc<dyn Store>,
+    pg: Option<(PgConnectOptions, PgPool)>,
+    sqlite: Option<(std::path::PathBuf, SqlitePool)>,
 }
 
 impl TestDb {
-    /// Creates and migrates a new database with a unique name.
-    pub async fn new() -> TestDb {
-        let admin: PgConnectOptions = admin_url().parse().expect("ONCEFLOW_TEST_DATABASE_URL parses");
+    /// Creates and migrates a new database on `backend`.
+    pub async fn new(backend: Backend) -> TestDb {
         let name = format!("onceflow_test_{}", uuid::Uuid::new_v4().simple());
-        let mut conn = PgConnection::connect_with(&admin).await.expect("connect to the PostgreSQL admin database");
-        conn.execute(format!("CREATE DATABASE {name}").as_str()).await.expect("create the test database");
-        conn.close().await.ok();
-        let options = admin.database(&name);
-        let pool = PgPoolOptions::new()
-            .max_connections(5)
-            .connect_with(options.clone())
-            .await
-            .expect("connect to the test database");
-        let db = TestDb { name, options, pool };
+        let db = match backend {
+            Backend::Postgres => {
+                let admin: PgConnectOptions = admin_url().parse().expect("ONCEFLOW_TEST_DATABASE_URL parses");
+                let mut conn = PgConnection::connect_with(&admin)
+                    .await
+                    .expect("connect to the PostgreSQL admin database (set ONCEFLOW_TEST_DATABASE_URL)");
+                conn.execute(format!("CREATE DATABASE {name}").as_str()).await.expect("create the test database");
+                conn.close().await.ok();
+                let options = admin.database(&name);
+                let pool = PgPoolOptions::new()
+                    .max_connections(5)
+                    .connect_with(options.clone())
+                    .await
+                    .expect("connect to the test database");
+                let admin = admin_url();
+                let url = match admin.rfind('/') {
+                    Some(i) => format!("{}/{}", &admin[..i], name),
+                    None => format!("{admin}/{name}"),
+                };
+                TestDb { backend, store: Arc::new(PgStore::new(pool.clone())), name, url, pg: Some((options, pool)), sqlite: None }
+            }
+            Backend::Sqlite => {
+                let path = std::env::temp_dir().join(format!("{name}.db"));
+                let url = format!("sqlite://{}", path.display());
+                let store = SqliteStore::connect(&url, 8).await.expect("open the SQLite test database");
+                let pool = store.pool().clone();
+                TestDb { backend, store: Arc::new(store), name, url, pg: None, sqlite: Some((path, pool)) }
+            }
+        };
         db.engine().migrate().await.expect("migrations apply");
         db
     }
 
-    /// The URL of the test database, for child processes.
+    /// Which store this database is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The URL of the test database, for child processes (`postgres://…` or `sqlite://…`).
     pub fn url(&self) -> String {
-        let admin = admin_url();
-        match admin.rfind('/') {
-            Some(i) => format!("{}/{}", &admin[..i], self.name),
-            None => format!("{admin}/{}", self.name),
-        }
+        self.url.clone()
     }
 
-    /// An engine on this database sharing [`TestDb::pool`].
+    /// The store on this database.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// An engine on this database sharing one store.
     pub fn engine(&self) -> Engine {
-        Engine::new(Arc::new(PgStore::new(self.pool.clone())))
+        Engine::new(self.store.clone())
     }
 
-    /// `n` engines, each with its own single connection: as many separate database
-    /// sessions as a fleet of `n` engine processes would have. Holds the heavy-test turn
-    /// while they live.
+    /// `n` engines, each with its own connections: as many separate database sessions as
+    /// a fleet of `n` engine processes would have. Holds the heavy-test turn while they
+    /// live.
     pub async fn separate_engines(&self, n: usize) -> (Vec<Engine>, SemaphorePermit<'static>) {
         let permit = HEAVY.acquire().await.expect("semaphore is never closed");
         let mut engines = Vec::with_capacity(n);
         for _ in 0..n {
-            let pool = PgPoolOptions::new()
-                .max_connections(1)
-                .min_connections(1)
-                .connect_with(self.options.clone())
-                .await
-                .expect("connect a separate session");
-            engines.push(Engine::new(Arc::new(PgStore::new(pool))));
+            let store: Arc<dyn Store> = match &self.pg {
+                Some((options, _)) => {
+                    let pool = PgPoolOptions::new()
+                        .max_connections(1)
+                        .min_connections(1)
+                        .connect_with(options.clone())
+                        .await
+                        .expect("connect a separate session");
+                    Arc::new(PgStore::new(pool))
+                }
+                None => Arc::new(SqliteStore::connect(&self.url, 2).await.expect("open a separate SQLite store")),
+            };
+            engines.push(Engine::new(store));
         }
         (engines, permit)
+    }
+
+    /// Runs a statement; the database's error text on failure.
+    pub async fn execute(&self, sql: &str) -> Result<u64, String> {
+        match (&self.pg, &self.sqlite) {
+            (Some((_, pool)), _) => sqlx::query(sql).execute(pool).await.map(|r| r.rows_affected()).map_err(|e| e.to_string()),
+            (_, Some((_, pool))) => sqlx::query(sql).execute(pool).await.map(|r| r.rows_affected()).map_err(|e| e.to_string()),
+            _ => unreachable!("a test database has a pool"),
+        }
+    }
+
+    /// The integer a query answers (e.g. a `count(*)`).
+    pub async fn count(&self, sql: &str) -> i64 {
+        match (&self.pg, &self.sqlite) {
+            (Some((_, pool)), _) => sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql),
+            (_, Some((_, pool))) => sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql),
+            _ => unreachable!("a test database has a pool"),
+        }
+    }
+
+    /// The text column a query answers, row by row.
+    pub async fn strings(&self, sql: &str) -> Vec<String> {
+        match (&self.pg, &self.sqlite) {
+            (Some((_, pool)), _) => sqlx::query_scalar(sql).fetch_all(pool).await.expect(sql),
+            (_, Some((_, pool))) => sqlx::query_scalar(sql).fetch_all(pool).await.expect(sql),
+            _ => unreachable!("a test database has a pool"),
+        }
+    }
+
+    /// The boolean a query answers.
+    pub async fn boolean(&self, sql: &str) -> bool {
+        match (&self.pg, &self.sqlite) {
+            (Some((_, pool)), _) => sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql),
+            (_, Some((_, pool))) => sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql),
+            _ => unreachable!("a test database has a pool"),
+        }
+    }
+
+    /// The JSON value a query answers (a JSONB column on PostgreSQL, JSON text on SQLite).
+    pub async fn json(&self, sql: &str) -> Value {
+        match (&self.pg, &self.sqlite) {
+            (Some((_, pool)), _) => sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql),
+            (_, Some((_, pool))) => {
+                let text: String = sqlx::query_scalar(sql).fetch_one(pool).await.expect(sql);
+                serde_json::from_str(&text).expect("JSON text")
+            }
+            _ => unreachable!("a test database has a pool"),
+        }
     }
 }
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        if let Some((path, pool)) = self.sqlite.take() {
+            pool.close_event();
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            return;
+        }
+        if let Some((_, pool)) = self.pg.take() {
+            pool.close_event();
+        }
         let name = self.name.clone();
         let admin = admin_url();
-        self.pool.close_event();
         // Drop runs outside async context guarantees: use a thread with its own runtime.
         let dropped = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
@@ -235,8 +335,10 @@ pub async fn reap_until_unknown(engine: &Engine, job_id: uuid::Uuid, attempt_id:
     .await;
 }
 
-/// Declares rules of the engine as tests, each on its own fresh database, on a
-/// multi-threaded runtime so that concurrency in the test is real.
+/// Declares rules of the engine as tests. Each rule runs on every store (the conformance
+/// suite): once on a fresh PostgreSQL database (`…::postgres::name`) and once on a fresh
+/// SQLite database (`…::sqlite::name`), each on a multi-threaded runtime so that
+/// concurrency in the test is real.
 ///
 /// ```text
 /// rules! {
@@ -247,18 +349,31 @@ pub async fn reap_until_unknown(engine: &Engine, job_id: uuid::Uuid, attempt_id:
 macro_rules! rules {
     ($( $(#[$meta:meta])* async fn $name:ident($db:ident) $body:block )*) => {
         $(
-            $(#[$meta])*
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $name() {
-                let $db = $crate::TestDb::new().await;
-                #[allow(unused_variables)]
-                let $db = &$db;
-                $body
-            }
+            #[allow(unused_variables)]
+            async fn $name($db: &$crate::TestDb) $body
         )*
+        mod postgres {
+            $(
+                $(#[$meta])*
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let db = $crate::TestDb::new($crate::Backend::Postgres).await;
+                    super::$name(&db).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                $(#[$meta])*
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let db = $crate::TestDb::new($crate::Backend::Sqlite).await;
+                    super::$name(&db).await;
+                }
+            )*
+        }
     };
 }
-
 /// The API.md error code of a result that must be an error.
 pub fn code_of<T: std::fmt::Debug>(result: &Result<T, onceflow_engine::EngineError>) -> &'static str {
     match result {

@@ -40,7 +40,7 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct DatabaseArgs {
-    /// postgres://… ; else ONCEFLOW_DATABASE_URL, else DATABASE_URL.
+    /// postgres://… or sqlite://PATH; else ONCEFLOW_DATABASE_URL, else DATABASE_URL.
     #[arg(long)]
     database_url: Option<String>,
 }
@@ -141,10 +141,10 @@ fn database_url(args: &DatabaseArgs) -> Result<String, String> {
 
 async fn connect(args: &DatabaseArgs, max_connections: u32) -> Result<Engine, String> {
     let url = database_url(args)?;
-    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
-        return Err(format!("unsupported database URL `{url}`: only postgres:// for now"));
-    }
-    Engine::connect_postgres(&url, max_connections).await.map_err(|e| format!("cannot connect to the database: {e:?}"))
+    Engine::connect(&url, max_connections).await.map_err(|e| match e {
+        crate::EngineError::InvalidRequest(message) => message,
+        other => format!("cannot connect to the database: {other:?}"),
+    })
 }
 
 /// Runs the command line; the error is printed by `main`.

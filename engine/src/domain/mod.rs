@@ -102,6 +102,29 @@ impl Engine {
         }
     }
 
+    /// Connects to the database at `url`: `postgres://…` selects PostgreSQL, `sqlite://PATH`
+    /// SQLite (a relative or absolute path; the file and its directory are created when
+    /// missing).
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, EngineError> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Self::connect_postgres(url, max_connections).await;
+        }
+        if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+            let path = path.split('?').next().unwrap_or(path);
+            if let Some(dir) = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| EngineError::invalid_request(format!("cannot create {}: {e}", dir.display())))?;
+            }
+            let store = crate::store::sqlite::SqliteStore::connect(url, max_connections)
+                .await
+                .map_err(EngineError::Unavailable)?;
+            return Ok(Engine::new(Arc::new(store)));
+        }
+        Err(EngineError::invalid_request(format!(
+            "unsupported database URL `{url}`: use postgres://… or sqlite://PATH"
+        )))
+    }
+
     /// Connects to PostgreSQL at `url` (pool of `max_connections`).
     pub async fn connect_postgres(url: &str, max_connections: u32) -> Result<Self, EngineError> {
         let store = crate::store::postgres::PgStore::connect(url, max_connections)

@@ -8,6 +8,7 @@
 //! one lock order everywhere, concurrent engines cannot deadlock each other.
 
 pub mod postgres;
+pub mod sqlite;
 
 use std::sync::Arc;
 

@@ -5,7 +5,6 @@ use onceflow_engine::model::Scope;
 use onceflow_engine::{EngineError, JobRequest};
 use onceflow_tests::{code_of, event_types, quick_options, llm_job, rules, ALICE};
 use serde_json::json;
-use sqlx::Row;
 
 async fn double_click(db: &onceflow_tests::TestDb, clicks: usize) {
     let (engines, _turn) = db.separate_engines(clicks).await;
@@ -20,8 +19,8 @@ async fn double_click(db: &onceflow_tests::TestDb, clicks: usize) {
     assert!(submissions.iter().all(|s| s.job.id == first), "every click answers the same job id");
     assert_eq!(submissions.iter().filter(|s| !s.replayed).count(), 1, "exactly one click created the job");
 
-    let jobs: i64 = sqlx::query("SELECT count(*) AS n FROM jobs").fetch_one(&db.pool).await.unwrap().get("n");
-    let attempts: i64 = sqlx::query("SELECT count(*) AS n FROM attempts").fetch_one(&db.pool).await.unwrap().get("n");
+    let jobs = db.count("SELECT count(*) FROM jobs").await;
+    let attempts = db.count("SELECT count(*) FROM attempts").await;
     assert_eq!((jobs, attempts), (1, 1), "one job, one first attempt");
     let events = event_types(&engines[0], first).await;
     assert_eq!(events.iter().filter(|e| *e == "job_created").count(), 1);
@@ -52,8 +51,7 @@ rules! {
             other => panic!("expected idempotency_key_reused, got {other:?}"),
         }
         assert_eq!(code_of(&engine.submit(ALICE, "order-42", &JobRequest::workflow("w", json!({}))).await), "idempotency_key_reused");
-        let jobs: i64 = sqlx::query("SELECT count(*) AS n FROM jobs").fetch_one(&db.pool).await.unwrap().get("n");
-        assert_eq!(jobs, 1);
+        assert_eq!(db.count("SELECT count(*) FROM jobs").await, 1);
         let events = event_types(&engine, first.job.id).await;
         assert!(!events.iter().any(|e| e == "job_replayed"), "a refused submission writes nothing: {events:?}");
     }
@@ -101,20 +99,22 @@ rules! {
         assert_eq!(code_of(&engine.submit(ALICE, "", &request).await), "missing_idempotency_key");
         assert_eq!(code_of(&engine.submit(ALICE, "has space", &request).await), "invalid_idempotency_key");
         assert_eq!(code_of(&engine.submit(ALICE, &"x".repeat(256), &request).await), "invalid_idempotency_key");
-        let jobs: i64 = sqlx::query("SELECT count(*) AS n FROM jobs").fetch_one(&db.pool).await.unwrap().get("n");
-        assert_eq!(jobs, 0);
+        assert_eq!(db.count("SELECT count(*) FROM jobs").await, 0);
     }
 
     async fn the_database_itself_refuses_a_second_job_for_a_key(db) {
         let engine = db.engine();
         engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap();
-        let raw = sqlx::query(
-            "INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input)
-             VALUES ('alice', gen_random_uuid(), 'k', 'other', 'activity', 'generate', 'default', '{}')",
-        )
-        .execute(&db.pool)
-        .await;
-        let err = raw.expect_err("the unique constraint refuses a second job under one key");
-        assert!(err.to_string().contains("jobs_one_per_idempotency_key"), "{err}");
+        let id = uuid::Uuid::now_v7();
+        let sql = match db.backend() {
+            onceflow_tests::Backend::Postgres => format!(
+                "INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input)
+                 VALUES ('alice', '{id}', 'k', 'other', 'activity', 'generate', 'default', '{{}}')"),
+            onceflow_tests::Backend::Sqlite => format!(
+                "INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input, created_at, updated_at)
+                 VALUES ('alice', '{id}', 'k', 'other', 'activity', 'generate', 'default', '{{}}', 0, 0)"),
+        };
+        let err = db.execute(&sql).await.expect_err("the unique constraint refuses a second job under one key");
+        assert!(err.contains("jobs_one_per_idempotency_key") || err.contains("UNIQUE constraint failed: jobs.owner_id, jobs.idempotency_key"), "{err}");
     }
 }

@@ -32,16 +32,19 @@ rules! {
     async fn the_database_itself_refuses_a_second_live_attempt(db) {
         let engine = db.engine();
         let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
-        let err = sqlx::query(
-            "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider)
-             SELECT owner_id, gen_random_uuid(), activity_id, job_id, 2, activity, task_queue, 'fallback-llm'
-             FROM attempts WHERE job_id = $1",
-        )
-        .bind(job.id)
-        .execute(&db.pool)
-        .await
-        .expect_err("the partial unique index refuses a second live attempt");
-        assert!(err.to_string().contains("attempts_one_live_per_activity"), "{err}");
+        let id = uuid::Uuid::now_v7();
+        let sql = match db.backend() {
+            onceflow_tests::Backend::Postgres => format!(
+                "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider)
+                 SELECT owner_id, '{id}', activity_id, job_id, 2, activity, task_queue, 'fallback-llm'
+                 FROM attempts WHERE job_id = '{}'", job.id),
+            onceflow_tests::Backend::Sqlite => format!(
+                "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, available_at, created_at)
+                 SELECT owner_id, '{id}', activity_id, job_id, 2, activity, task_queue, 'fallback-llm', 0, 0
+                 FROM attempts WHERE job_id = '{}'", job.id),
+        };
+        let err = db.execute(&sql).await.expect_err("the partial unique index refuses a second live attempt");
+        assert!(err.contains("attempts_one_live_per_activity") || err.contains("UNIQUE constraint failed: attempts.owner_id, attempts.activity_id"), "{err}");
     }
 
     async fn manual_attempts_are_checked_in_the_order_api_md_gives(db) {

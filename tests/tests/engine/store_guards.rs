@@ -3,19 +3,19 @@
 //! the domain's checks in front of it.
 
 use onceflow_engine::model::{ActivityStatus, AttemptStatus, JobStatus, Scope};
-use onceflow_engine::store::postgres::PgStore;
 use onceflow_engine::store::{AttemptLocation, LeaseExtension, Store};
+use std::sync::Arc;
 use onceflow_engine::Engine;
 use onceflow_tests::{claim_one, llm_job, quick_options, rules, TestDb, ALICE};
 use serde_json::json;
 use uuid::Uuid;
 
 /// A job whose first attempt a worker holds: (store, job id, activity id, attempt id, token).
-async fn held(db: &TestDb) -> (PgStore, Engine, Uuid, Uuid, Uuid, Uuid) {
+async fn held(db: &TestDb) -> (Arc<dyn Store>, Engine, Uuid, Uuid, Uuid, Uuid) {
     let engine = db.engine();
     let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
     let task = claim_one(&engine, "primary-llm").await;
-    let store = PgStore::new(db.pool.clone());
+    let store = db.store();
     let mut tx = store.begin().await.unwrap();
     let attempt = tx.attempt(ALICE, task.attempt_id).await.unwrap().unwrap();
     drop(tx);
@@ -78,7 +78,9 @@ rules! {
         assert_eq!(store.extend_lease(&location, attempt, token, None).await.unwrap(), LeaseExtension::Extended);
         let mut tx = store.begin().await.unwrap();
         assert!(!tx.revive_attempt(ALICE, attempt, token, None).await.unwrap(), "only an unknown attempt revives");
-        sqlx::query("UPDATE attempts SET status = 'unknown' WHERE id = $1").bind(attempt).execute(&db.pool).await.unwrap();
+        drop(tx);
+        db.execute(&format!("UPDATE attempts SET status = 'unknown' WHERE id = '{attempt}'")).await.unwrap();
+        let mut tx = store.begin().await.unwrap();
         assert!(!tx.revive_attempt(ALICE, attempt, Uuid::new_v4(), None).await.unwrap(), "a wrong token never revives");
         assert!(tx.revive_attempt(ALICE, attempt, token, None).await.unwrap());
     }

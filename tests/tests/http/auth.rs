@@ -5,7 +5,6 @@ use onceflow_tests::rules;
 use onceflow_tests::server::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use sqlx::Row;
 
 rules! {
     async fn a_missing_unknown_or_malformed_token_answers_401(db) {
@@ -68,8 +67,7 @@ rules! {
         assert_eq!(minted.status, StatusCode::CREATED);
         let token = minted.body["token"].as_str().unwrap().to_owned();
         assert_eq!((minted.body["owner"].clone(), minted.body["role"].clone()), (json!("user-123"), json!("client")));
-        let stored: Vec<String> = sqlx::query("SELECT token_hash FROM api_tokens").fetch_all(&db.pool).await.unwrap()
-            .iter().map(|r| r.get("token_hash")).collect();
+        let stored = db.strings("SELECT token_hash FROM api_tokens").await;
         assert!(!stored.iter().any(|h| h.contains(&token) || token.contains(h.as_str())), "the token itself is never stored");
 
         assert_eq!(server.api.get("/v1/jobs", &token).await.status, StatusCode::OK);

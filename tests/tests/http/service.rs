@@ -93,9 +93,6 @@ rules! {
         assert_eq!(reply.code(), "payload_too_large");
         assert_eq!(reply.body["error"]["details"]["limit_bytes"], json!(256));
     }
-}
-
-rules! {
     async fn a_request_over_the_time_limit_answers_a_json_503(db) {
         // A zero limit: any request that has to wait for the database runs out of time.
         let server = TestServer::start_with(db, ServerConfig { request_timeout: Duration::ZERO, ..ServerConfig::default() }).await;

@@ -138,7 +138,7 @@ rules! {
         let id = client.submit_activity("k", "work", &["cpu"], &Work { n: 1 }, options(1)).await.unwrap().job.id;
         // A real worker process: this test binary re-run as the child below.
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["worker::lifecycle::child_worker_process", "--exact", "--ignored", "--nocapture"])
+            .args(["worker::lifecycle::postgres::child_worker_process", "--exact", "--ignored", "--nocapture"])
             .env("ONCEFLOW_CHILD_URL", &server.api.url)
             .env("ONCEFLOW_CHILD_TOKEN", &server.tokens.worker)
             .stdout(std::process::Stdio::null())

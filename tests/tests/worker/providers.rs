@@ -73,8 +73,7 @@ rules! {
         }
         assert_eq!(worker.stats().won, 5);
         // The contract derived from the output type was registered with the engine.
-        let contract: serde_json::Value = sqlx::query_scalar("SELECT output_schema FROM contracts WHERE activity = 'generate'")
-            .fetch_one(&db.pool).await.unwrap();
+        let contract = db.json("SELECT output_schema FROM contracts WHERE activity = 'generate'").await;
         assert_eq!(contract["required"], json!(["text"]));
     }
 
@@ -194,9 +193,6 @@ rules! {
         // The worker itself kept serving: a manual attempt at the primary still runs.
         assert!(worker.stats().started >= 3);
     }
-}
-
-rules! {
     async fn a_handler_past_its_deadline_is_told_its_lease_is_lost_and_its_result_still_counts(db) {
         let server = TestServer::start(db).await;
         let seen: Arc<Mutex<Vec<Option<StopReason>>>> = Arc::default();
@@ -219,7 +215,7 @@ rules! {
         assert_eq!(job.status, JobStatus::Succeeded, "nobody else answered: the late result still won the CAS");
         assert_eq!(job.result, Some(json!({"text": "late x"})));
         assert_eq!(worker.stats().won, 1);
-        let details: serde_json::Value = sqlx::query_scalar("SELECT heartbeat_details FROM attempts").fetch_one(&db.pool).await.unwrap();
+        let details = db.json("SELECT heartbeat_details FROM attempts").await;
         assert_eq!(details, json!({"step": "calling the model"}), "ctx.heartbeat details are kept on the attempt");
     }
 }

@@ -84,7 +84,7 @@ rules! {
         let id = client.submit("k", &workflow_job("pipeline", json!({"text": "x"}))).await.unwrap().job.id;
         // A worker process that runs the workflow and `fetch` only: the job stops after step 1.
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["workflow::sdk::child_pipeline_worker", "--exact", "--ignored", "--nocapture"])
+            .args(["workflow::sdk::postgres::child_pipeline_worker", "--exact", "--ignored", "--nocapture"])
             .env("ONCEFLOW_CHILD_URL", &server.api.url)
             .env("ONCEFLOW_CHILD_TOKEN", &server.tokens.worker)
             .stdout(std::process::Stdio::null())
