@@ -19,8 +19,8 @@ use serde_json::json;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let url = std::env::var("ONCEFLOW_DATABASE_URL").context("set ONCEFLOW_DATABASE_URL to a PostgreSQL database")?;
-    let engine = Engine::connect_postgres(&url, 8).await?;
+    let url = std::env::var("ONCEFLOW_DATABASE_URL").context("set ONCEFLOW_DATABASE_URL to a database (postgres://… or sqlite://PATH)")?;
+    let engine = Engine::connect(&url, 8).await?;
     engine.migrate().await?;
     let owner = "example-user";
     let key = format!("generate-{}", uuid_like());

@@ -4,6 +4,7 @@
 mod http {
     mod auth;
     mod cli;
+    mod dev;
     mod fuzz;
     mod jobs;
     mod process;

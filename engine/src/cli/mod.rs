@@ -1,6 +1,8 @@
 //! The `onceflow` command line: the server, migrations, tokens, and the operator
 //! commands (which talk to a running server over HTTP).
 
+mod demo;
+mod dev;
 mod operator;
 
 use std::net::SocketAddr;
@@ -23,6 +25,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Everything on the embedded default (SQLite at ./.onceflow/dev.db), no database
+    /// server needed; prints one token per role and writes them to ./.onceflow/tokens.env.
+    Dev(DevArgs),
     /// Run the HTTP server (and the lease reaper) against a database.
     Serve(ServeArgs),
     /// Apply the database migrations.
@@ -67,6 +72,22 @@ struct ServeArgs {
     /// Database connections in the pool.
     #[arg(long, default_value_t = 20)]
     max_connections: u32,
+}
+
+#[derive(Args, Debug)]
+struct DevArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7380")]
+    bind: SocketAddr,
+    /// Where the database and tokens.env live.
+    #[arg(long, default_value = ".onceflow")]
+    dir: std::path::PathBuf,
+    /// Also run an in-process worker with demo providers on the `demo` task queue.
+    #[arg(long)]
+    demo: bool,
+    /// How often the lease reaper runs.
+    #[arg(long, default_value_t = 1000)]
+    reaper_interval_ms: u64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -150,6 +171,11 @@ async fn connect(args: &DatabaseArgs, max_connections: u32) -> Result<Engine, St
 /// Runs the command line; the error is printed by `main`.
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
+        Command::Dev(args) => {
+            let shutdown = CancellationToken::new();
+            tokio::spawn(stop_on_signal(shutdown.clone()));
+            dev::run(&args.dir, args.bind, args.demo, Duration::from_millis(args.reaper_interval_ms.max(10)), shutdown).await
+        }
         Command::Serve(args) => serve(args).await,
         Command::Migrate(args) => {
             let engine = connect(&args, 2).await?;
