@@ -56,19 +56,18 @@ impl Engine {
         attempt_id: Uuid,
         completion: &Completion,
     ) -> Result<CompletionOutcome, EngineError> {
-        let location = self.store.locate_attempt(scope, attempt_id).await?.ok_or(EngineError::NotFound)?;
-        retry_transient!(self.complete_once(&location.owner_id, location.job_id, attempt_id, completion))
+        retry_transient!(self.complete_once(scope, attempt_id, completion))
     }
 
     async fn complete_once(
         &self,
-        owner: &str,
-        job_id: Uuid,
+        scope: &Scope,
         attempt_id: Uuid,
         completion: &Completion,
     ) -> Result<CompletionOutcome, EngineError> {
         let mut tx = self.begin().await?;
-        let job = tx.lock_job(owner, job_id).await?.ok_or(EngineError::NotFound)?;
+        let job = tx.lock_job_of_attempt(scope, attempt_id).await?.ok_or(EngineError::NotFound)?;
+        let (owner, job_id) = (job.owner_id.as_str(), job.id);
         let attempt = tx.attempt(owner, attempt_id).await?.ok_or(EngineError::NotFound)?;
         // Invariant 5: only the holder of the lease token may complete.
         if attempt.lease_token != Some(completion.lease_token) {
@@ -145,13 +144,8 @@ impl Engine {
                 tx.mark_workflow_ready(owner, job.id).await?;
             }
             // The slot is taken: no other attempt of this activity may run on.
-            for other in tx.attempts_of_activity(owner, attempt.activity_id).await? {
-                if other.id != attempt.id
-                    && other.status.is_live()
-                    && tx.cancel_attempt(owner, other.id, actor::ENGINE, "another attempt won").await?
-                {
-                    events.push(event::ATTEMPT_CANCELLED, Some(other.id), actor::ENGINE, json!({ "reason": "another attempt won", "winner": attempt.id }));
-                }
+            for (other, _) in tx.cancel_live_attempts(owner, attempt.activity_id, Some(attempt.id), actor::ENGINE, "another attempt won").await? {
+                events.push(event::ATTEMPT_CANCELLED, Some(other), actor::ENGINE, json!({ "reason": "another attempt won", "winner": attempt.id }));
             }
             tracing::info!(job_id = %job.id, attempt_id = %attempt.id, owner, provider = %attempt.provider, "attempt won");
             return Ok(Ok(CompletionOutcome::Won));

@@ -66,9 +66,6 @@ impl Engine {
         let mut tasks = Vec::with_capacity(claimed.len());
         for c in claimed {
             let a = &c.attempt;
-            tx.set_activity_status(&a.owner_id, a.activity_id, &[ActivityStatus::Scheduled], ActivityStatus::Running)
-                .await?;
-            tx.mark_job_running(&a.owner_id, a.job_id).await?;
             let mut events = Events::for_job(&a.owner_id, a.job_id);
             events.push(
                 event::ATTEMPT_STARTED,

@@ -183,10 +183,8 @@ pub(crate) async fn close_open_activities(
             continue;
         }
         tx.close_activity(owner, activity.id, ActivityStatus::Cancelled, Some(error)).await?;
-        for attempt in tx.attempts_of_activity(owner, activity.id).await? {
-            if attempt.status.is_live() && tx.cancel_attempt(owner, attempt.id, cancelled_by, reason).await? {
-                events.push(event::ATTEMPT_CANCELLED, Some(attempt.id), actor, json!({ "reason": reason, "cancelled_by": cancelled_by, "was": attempt.status }));
-            }
+        for (attempt, was) in tx.cancel_live_attempts(owner, activity.id, None, cancelled_by, reason).await? {
+            events.push(event::ATTEMPT_CANCELLED, Some(attempt), actor, json!({ "reason": reason, "cancelled_by": cancelled_by, "was": was }));
         }
     }
     Ok(())

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
-use crate::model::{event, JobKind, JobView, Scope};
+use crate::model::{event, ActivityStatus, ActivityView, JobKind, JobView, Scope};
 use crate::request::{check_idempotency_key, JobRequest, JobTarget};
 use crate::store::{NewActivity, NewAttempt, NewJob};
 
@@ -35,14 +35,18 @@ impl Engine {
         check_idempotency_key(idempotency_key)?;
         request.validate()?;
         let fingerprint = request.fingerprint();
-        let (job_id, replayed) =
-            retry_transient!(self.submit_once(owner, idempotency_key, request, &fingerprint))?;
-        let job = self
-            .store
-            .job_view(&Scope::Owner(owner.to_owned()), job_id)
-            .await?
-            .ok_or(EngineError::NotFound)?;
-        Ok(Submission { job, replayed })
+        match retry_transient!(self.submit_once(owner, idempotency_key, request, &fingerprint))? {
+            Created::New(job) => Ok(Submission { job: *job, replayed: false }),
+            // A replay answers the job as it is now.
+            Created::Replayed(job_id) => {
+                let job = self
+                    .store
+                    .job_view(&Scope::Owner(owner.to_owned()), job_id)
+                    .await?
+                    .ok_or(EngineError::NotFound)?;
+                Ok(Submission { job, replayed: true })
+            }
+        }
     }
 
     async fn submit_once(
@@ -51,7 +55,7 @@ impl Engine {
         key: &str,
         request: &JobRequest,
         fingerprint: &str,
-    ) -> Result<(Uuid, bool), EngineError> {
+    ) -> Result<Created, EngineError> {
         let mut tx = self.begin().await?;
         let (kind, workflow, activity) = match &request.target {
             JobTarget::Workflow { name } => (JobKind::Workflow, Some(name.clone()), None),
@@ -70,7 +74,7 @@ impl Engine {
         };
         let who = actor::client(owner);
         // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
-        if !tx.insert_job(&job).await? {
+        let Some(inserted) = tx.insert_job(&job).await? else {
             let existing = tx.job_by_idempotency_key(owner, key).await?.ok_or_else(|| {
                 EngineError::Internal(crate::error::StoreError::Corrupt(
                     "idempotency key conflicted but no job holds it".into(),
@@ -84,8 +88,9 @@ impl Engine {
             events.push(event::JOB_REPLAYED, None, &who, json!({ "idempotency_key": key }));
             events.flush(tx.as_mut()).await?;
             tx.commit().await?;
-            return Ok((existing.id, true));
-        }
+            return Ok(Created::Replayed(existing.id));
+        };
+        let mut activities = Vec::new();
 
         let mut events = Events::for_job(owner, job.id);
         events.push(event::JOB_CREATED, None, &who, json!({ "idempotency_key": key, "kind": kind }));
@@ -114,7 +119,7 @@ impl Engine {
                 delay_ms: 0,
                 schedule_to_start_timeout_s: options.schedule_to_start_timeout_s,
             };
-            let inserted = tx.insert_attempt(&attempt).await?.ok_or_else(|| {
+            let attempt_row = tx.insert_attempt(&attempt).await?.ok_or_else(|| {
                 EngineError::Internal(crate::error::StoreError::Corrupt(
                     "a new activity already had a live attempt".into(),
                 ))
@@ -122,14 +127,51 @@ impl Engine {
             tx.notify_work(&request.task_queue).await?;
             events.push(
                 event::ATTEMPT_SCHEDULED,
-                Some(inserted.id),
+                Some(attempt_row.id),
                 &who,
-                json!({ "seq": 0, "provider": inserted.provider, "number": 1, "reason": "first" }),
+                json!({ "seq": 0, "provider": attempt_row.provider, "number": 1, "reason": "first" }),
             );
+            activities.push(ActivityView {
+                seq: 0,
+                name: activity.name,
+                providers: activity.providers,
+                status: ActivityStatus::Scheduled,
+                version: 0,
+                completed_by: None,
+                result: None,
+                error: None,
+                attempts: vec![attempt_row.view()],
+            });
         }
         events.flush(tx.as_mut()).await?;
         tx.commit().await?;
         tracing::info!(job_id = %job.id, owner, idempotency_key = key, "job created");
-        Ok((job.id, false))
+        // The new job as it was created: no read-back needed.
+        Ok(Created::New(Box::new(JobView {
+            id: inserted.id,
+            owner: inserted.owner_id,
+            idempotency_key: inserted.idempotency_key,
+            kind: inserted.kind,
+            workflow: inserted.workflow,
+            activity: inserted.activity,
+            task_queue: inserted.task_queue,
+            input: inserted.input,
+            status: inserted.status,
+            version: inserted.version,
+            result: inserted.result,
+            error: inserted.error,
+            created_at: inserted.created_at,
+            updated_at: inserted.updated_at,
+            finished_at: inserted.finished_at,
+            activities,
+        })))
     }
+}
+
+/// What one try of a submission did.
+enum Created {
+    /// Created this job.
+    New(Box<JobView>),
+    /// The key and fingerprint were seen before: this job.
+    Replayed(Uuid),
 }

@@ -428,13 +428,17 @@ pub trait StoreTx: Send {
     /// Commits every change made in this transaction at once.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
 
-    /// Inserts a job unless `(owner, idempotency key)` exists (invariant 1). Returns
-    /// whether this call inserted it.
-    async fn insert_job(&mut self, job: &NewJob) -> StoreResult<bool>;
+    /// Inserts a job unless `(owner, idempotency key)` exists (invariant 1). Returns the
+    /// inserted row, or `None` when the key was taken.
+    async fn insert_job(&mut self, job: &NewJob) -> StoreResult<Option<JobRow>>;
 
     /// The job holding an idempotency key.
     async fn job_by_idempotency_key(&mut self, owner: &str, key: &str)
         -> StoreResult<Option<JobRow>>;
+
+    /// Locks the job of an attempt visible in `scope` and returns it (one round trip
+    /// for what `locate_attempt` + `lock_job` would do).
+    async fn lock_job_of_attempt(&mut self, scope: &Scope, attempt_id: Uuid) -> StoreResult<Option<JobRow>>;
 
     /// Locks a job row for this transaction and returns it.
     async fn lock_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobRow>>;
@@ -543,6 +547,17 @@ pub trait StoreTx: Send {
         details: Option<&Value>,
     ) -> StoreResult<bool>;
 
+    /// Every live attempt of an activity but `except` → `cancelled`, with who and why;
+    /// returns each one cancelled with the status it had.
+    async fn cancel_live_attempts(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        except: Option<Uuid>,
+        cancelled_by: &str,
+        reason: &str,
+    ) -> StoreResult<Vec<(Uuid, AttemptStatus)>>;
+
     /// A live attempt → `cancelled`, with who and why.
     async fn cancel_attempt(
         &mut self,
@@ -574,7 +589,8 @@ pub trait StoreTx: Send {
     ) -> StoreResult<Option<Certification>>;
 
     /// Hands out up to `filter.limit` available scheduled attempts: each becomes
-    /// `started` with a fresh lease token, once. Locks their jobs without waiting.
+    /// `started` with a fresh lease token, once; their activities become `running` and
+    /// their queued jobs `running`. Locks their jobs without waiting.
     async fn claim_attempts(&mut self, filter: &ClaimFilter) -> StoreResult<Vec<ClaimedAttempt>>;
 
     /// Hands out up to `filter.limit` workflow tasks (ready and unleased, or with an

@@ -582,14 +582,15 @@ impl StoreTx for PgTx {
         Ok(())
     }
 
-    async fn insert_job(&mut self, job: &NewJob) -> StoreResult<bool> {
+    async fn insert_job(&mut self, job: &NewJob) -> StoreResult<Option<JobRow>> {
         // Invariant 1: one job per (owner, idempotency key); the loser inserts nothing.
-        let result = sqlx::query(
+        let row = sqlx::query(&format!(
             "INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, workflow,
                                activity, task_queue, input, wf_ready)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $5 = 'workflow')
-             ON CONFLICT (owner_id, idempotency_key) DO NOTHING",
-        )
+             ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+             RETURNING {JOB_COLUMNS}"
+        ))
         .bind(&job.owner_id)
         .bind(job.id)
         .bind(&job.idempotency_key)
@@ -599,9 +600,9 @@ impl StoreTx for PgTx {
         .bind(&job.activity)
         .bind(&job.task_queue)
         .bind(&job.input)
-        .execute(&mut *self.tx)
+        .fetch_optional(&mut *self.tx)
         .await?;
-        Ok(result.rows_affected() == 1)
+        row.as_ref().map(job_row).transpose()
     }
 
     async fn job_by_idempotency_key(&mut self, owner: &str, key: &str) -> StoreResult<Option<JobRow>> {
@@ -610,6 +611,21 @@ impl StoreTx for PgTx {
         ))
         .bind(owner)
         .bind(key)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn lock_job_of_attempt(&mut self, scope: &Scope, attempt_id: Uuid) -> StoreResult<Option<JobRow>> {
+        // Owner isolation: an attempt outside the scope is not found.
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs
+             WHERE (owner_id, id) = (SELECT owner_id, job_id FROM attempts
+                                     WHERE id = $1 AND ($2::text IS NULL OR owner_id = $2))
+             FOR UPDATE"
+        ))
+        .bind(attempt_id)
+        .bind(scope.owner())
         .fetch_optional(&mut *self.tx)
         .await?;
         row.as_ref().map(job_row).transpose()
@@ -950,6 +966,42 @@ impl StoreTx for PgTx {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn cancel_live_attempts(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        except: Option<Uuid>,
+        cancelled_by: &str,
+        reason: &str,
+    ) -> StoreResult<Vec<(Uuid, AttemptStatus)>> {
+        // Attempt status: only live attempts are cancelled, once each.
+        let rows = sqlx::query(
+            "WITH live AS (
+                 SELECT owner_id, id, status FROM attempts
+                 WHERE owner_id = $1 AND activity_id = $2 AND ($3::uuid IS NULL OR id <> $3)
+                   AND status IN ('scheduled', 'started', 'unknown')
+                 FOR UPDATE
+             )
+             UPDATE attempts t
+             SET status = 'cancelled', cancelled_by = $4, cancel_reason = $5, cancelled_at = now(), finished_at = now()
+             FROM live WHERE t.owner_id = live.owner_id AND t.id = live.id
+             RETURNING t.id, live.status AS was",
+        )
+        .bind(owner)
+        .bind(activity_id)
+        .bind(except)
+        .bind(cancelled_by)
+        .bind(reason)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let was: String = r.try_get("was")?;
+                Ok((r.try_get("id")?, AttemptStatus::parse(&was).ok_or_else(|| corrupt("attempt status", &was))?))
+            })
+            .collect()
+    }
+
     async fn cancel_attempt(
         &mut self,
         owner: &str,
@@ -1079,18 +1131,31 @@ impl StoreTx for PgTx {
                  ORDER BY a.available_at, a.id
                  LIMIT $5
                  FOR UPDATE OF j, a SKIP LOCKED
+             ),
+             started AS (
+                 UPDATE attempts t
+                 SET status = 'started', lease_token = gen_random_uuid(), worker_id = $6,
+                     started_at = now(), heartbeat_at = now(), read_version = act.version,
+                     lease_expires_at = LEAST(
+                         now() + make_interval(secs => (act.options->>'heartbeat_timeout_s')::float8),
+                         now() + make_interval(secs => (act.options->>'start_to_close_timeout_s')::float8))
+                 FROM picked p, activities act
+                 WHERE t.owner_id = p.owner_id AND t.id = p.id AND t.status = 'scheduled'
+                   AND act.owner_id = t.owner_id AND act.id = t.activity_id
+                 RETURNING {}, act.seq AS activity_seq, act.input AS activity_input,
+                           act.options AS activity_options
+             ),
+             -- Activity status: scheduled → running with its attempt.
+             running_activities AS (
+                 UPDATE activities a SET status = 'running', updated_at = now()
+                 FROM started s WHERE a.owner_id = s.owner_id AND a.id = s.activity_id AND a.status = 'scheduled'
+             ),
+             -- Job status: queued → running with its first attempt.
+             running_jobs AS (
+                 UPDATE jobs j SET status = 'running', updated_at = now()
+                 FROM started s WHERE j.owner_id = s.owner_id AND j.id = s.job_id AND j.status = 'queued'
              )
-             UPDATE attempts t
-             SET status = 'started', lease_token = gen_random_uuid(), worker_id = $6,
-                 started_at = now(), heartbeat_at = now(), read_version = act.version,
-                 lease_expires_at = LEAST(
-                     now() + make_interval(secs => (act.options->>'heartbeat_timeout_s')::float8),
-                     now() + make_interval(secs => (act.options->>'start_to_close_timeout_s')::float8))
-             FROM picked p, activities act
-             WHERE t.owner_id = p.owner_id AND t.id = p.id AND t.status = 'scheduled'
-               AND act.owner_id = t.owner_id AND act.id = t.activity_id
-             RETURNING {}, act.seq AS activity_seq, act.input AS activity_input,
-                       act.options AS activity_options",
+             SELECT * FROM started",
             ATTEMPT_COLUMNS
                 .split(", ")
                 .map(|c| format!("t.{}", c.trim()))

@@ -586,14 +586,15 @@ impl StoreTx for SqliteTx {
         Ok(())
     }
 
-    async fn insert_job(&mut self, job: &NewJob) -> StoreResult<bool> {
+    async fn insert_job(&mut self, job: &NewJob) -> StoreResult<Option<JobRow>> {
         // Invariant 1: one job per (owner, idempotency key); the loser inserts nothing.
-        let done = sqlx::query(
+        let row = sqlx::query(&format!(
             "INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, task_queue, input,
                                created_at, updated_at, wf_ready)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT (owner_id, idempotency_key) DO NOTHING",
-        )
+             ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+             RETURNING {JOB_COLUMNS}"
+        ))
         .bind(&job.owner_id)
         .bind(job.id.to_string())
         .bind(&job.idempotency_key)
@@ -606,9 +607,9 @@ impl StoreTx for SqliteTx {
         .bind(self.now)
         .bind(self.now)
         .bind(job.kind == JobKind::Workflow)
-        .execute(&mut *self.tx)
+        .fetch_optional(&mut *self.tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        row.as_ref().map(job_row).transpose()
     }
 
     async fn job_by_idempotency_key(&mut self, owner: &str, key: &str) -> StoreResult<Option<JobRow>> {
@@ -617,6 +618,19 @@ impl StoreTx for SqliteTx {
             .bind(key)
             .fetch_optional(&mut *self.tx)
             .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn lock_job_of_attempt(&mut self, scope: &Scope, attempt_id: Uuid) -> StoreResult<Option<JobRow>> {
+        // Owner isolation: an attempt outside the scope is not found.
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs
+             WHERE (owner_id, id) = (SELECT owner_id, job_id FROM attempts WHERE id = ?1 AND (?2 IS NULL OR owner_id = ?2))"
+        ))
+        .bind(attempt_id.to_string())
+        .bind(scope.owner())
+        .fetch_optional(&mut *self.tx)
+        .await?;
         row.as_ref().map(job_row).transpose()
     }
 
@@ -909,6 +923,34 @@ impl StoreTx for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn cancel_live_attempts(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        except: Option<Uuid>,
+        cancelled_by: &str,
+        reason: &str,
+    ) -> StoreResult<Vec<(Uuid, AttemptStatus)>> {
+        let live = sqlx::query(
+            "SELECT id, status FROM attempts WHERE owner_id = ?1 AND activity_id = ?2 AND (?3 IS NULL OR id <> ?3)
+               AND status IN ('scheduled', 'started', 'unknown')",
+        )
+        .bind(owner)
+        .bind(activity_id.to_string())
+        .bind(except.map(|e| e.to_string()))
+        .fetch_all(&mut *self.tx)
+        .await?;
+        let mut cancelled = Vec::with_capacity(live.len());
+        for row in live {
+            let id = uid(&row, "id")?;
+            let was: String = row.try_get("status")?;
+            if self.cancel_attempt(owner, id, cancelled_by, reason).await? {
+                cancelled.push((id, AttemptStatus::parse(&was).ok_or_else(|| corrupt("attempt status", &was))?));
+            }
+        }
+        Ok(cancelled)
+    }
+
     async fn cancel_attempt(&mut self, owner: &str, attempt_id: Uuid, cancelled_by: &str, reason: &str) -> StoreResult<bool> {
         // Attempt status: only a live attempt can be cancelled, once.
         let done = sqlx::query(
@@ -1042,8 +1084,22 @@ impl StoreTx for SqliteTx {
             .fetch_optional(&mut *self.tx)
             .await?;
             let Some(row) = row else { continue };
+            let attempt = attempt_row(&row)?;
+            // Activity status: scheduled → running with its attempt; job: queued → running.
+            sqlx::query("UPDATE activities SET status = 'running', updated_at = ? WHERE owner_id = ? AND id = ? AND status = 'scheduled'")
+                .bind(self.now)
+                .bind(&owner)
+                .bind(attempt.activity_id.to_string())
+                .execute(&mut *self.tx)
+                .await?;
+            sqlx::query("UPDATE jobs SET status = 'running', updated_at = ? WHERE owner_id = ? AND id = ? AND status = 'queued'")
+                .bind(self.now)
+                .bind(&owner)
+                .bind(attempt.job_id.to_string())
+                .execute(&mut *self.tx)
+                .await?;
             claimed.push(ClaimedAttempt {
-                attempt: attempt_row(&row)?,
+                attempt,
                 activity_seq: activity.try_get("seq")?,
                 input: json(&activity, "input")?,
                 options,
