@@ -133,6 +133,15 @@ impl TestDb {
         (engines, permit)
     }
 
+    /// A connection of its own to the PostgreSQL test database (for session state such
+    /// as prepared statements); `None` on SQLite.
+    pub async fn pg_connection(&self) -> Option<PgConnection> {
+        match &self.pg {
+            Some((options, _)) => Some(PgConnection::connect_with(options).await.expect("connect to the test database")),
+            None => None,
+        }
+    }
+
     /// Runs a statement; the database's error text on failure.
     pub async fn execute(&self, sql: &str) -> Result<u64, String> {
         match (&self.pg, &self.sqlite) {

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions, PgRow};
 use tokio::sync::Notify;
@@ -567,6 +567,109 @@ impl Store for PgStore {
     }
 }
 
+// The hot statements, public so that a test can EXPLAIN them against a large history.
+
+/// Dispatch: hands out scheduled attempts (`$1` queue, `$2` owner or NULL, `$3`/`$4` activity and provider arrays, `$5` limit, `$6` worker).
+pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+            "WITH picked AS (
+                 SELECT a.owner_id, a.id
+                 FROM attempts a
+                 JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
+                 WHERE a.status = 'scheduled' AND a.task_queue = $1 AND a.available_at <= now()
+                   AND ($2::text IS NULL OR a.owner_id = $2)
+                   AND (a.activity, a.provider) IN (SELECT * FROM unnest($3::text[], $4::text[]))
+                 ORDER BY a.available_at, a.id
+                 LIMIT $5
+                 FOR UPDATE OF j, a SKIP LOCKED
+             ),
+             started AS (
+                 UPDATE attempts t
+                 SET status = 'started', lease_token = gen_random_uuid(), worker_id = $6,
+                     started_at = now(), heartbeat_at = now(), read_version = act.version,
+                     lease_expires_at = LEAST(
+                         now() + make_interval(secs => (act.options->>'heartbeat_timeout_s')::float8),
+                         now() + make_interval(secs => (act.options->>'start_to_close_timeout_s')::float8))
+                 FROM picked p, activities act
+                 WHERE t.owner_id = p.owner_id AND t.id = p.id AND t.status = 'scheduled'
+                   AND act.owner_id = t.owner_id AND act.id = t.activity_id
+                 RETURNING {}, act.seq AS activity_seq, act.input AS activity_input,
+                           act.options AS activity_options
+             ),
+             -- Activity status: scheduled → running with its attempt.
+             running_activities AS (
+                 UPDATE activities a SET status = 'running', updated_at = now()
+                 FROM started s WHERE a.owner_id = s.owner_id AND a.id = s.activity_id AND a.status = 'scheduled'
+             ),
+             -- Job status: queued → running with its first attempt.
+             running_jobs AS (
+                 UPDATE jobs j SET status = 'running', updated_at = now()
+                 FROM started s WHERE j.owner_id = s.owner_id AND j.id = s.job_id AND j.status = 'queued'
+             )
+             SELECT * FROM started",
+            ATTEMPT_COLUMNS
+                .split(", ")
+                .map(|c| format!("t.{}", c.trim()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+});
+
+/// Dispatch of workflow tasks (`$1` queue, `$2` workflows, `$3` owner or NULL, `$4` limit, `$5` worker, `$6` lease seconds).
+pub static CLAIM_WORKFLOW_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+            "WITH picked AS (
+                 SELECT owner_id, id FROM jobs
+                 WHERE kind = 'workflow' AND status IN ('queued', 'running') AND NOT wf_parked
+                   AND task_queue = $1 AND workflow = ANY($2)
+                   AND ($3::text IS NULL OR owner_id = $3)
+                   AND ((wf_ready AND wf_lease_token IS NULL) OR wf_lease_expires_at < now())
+                 ORDER BY updated_at, id
+                 LIMIT $4
+                 FOR UPDATE SKIP LOCKED
+             )
+             UPDATE jobs j
+             SET wf_ready = false, wf_lease_token = gen_random_uuid(), wf_worker_id = $5,
+                 wf_lease_expires_at = now() + make_interval(secs => $6),
+                 status = CASE WHEN j.status = 'queued' THEN 'running' ELSE j.status END,
+                 updated_at = now()
+             FROM picked p
+             WHERE j.owner_id = p.owner_id AND j.id = p.id
+             RETURNING {}",
+            JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
+        )
+});
+
+/// The timer loop (`$1` limit).
+pub static DUE_TIMERS_SQL: LazyLock<String> = LazyLock::new(|| {
+    "SELECT t.owner_id, t.job_id, t.seq FROM timers t
+             JOIN jobs j ON j.owner_id = t.owner_id AND j.id = t.job_id
+             WHERE t.fired_at IS NULL AND t.fire_at <= now()
+             ORDER BY t.fire_at
+             LIMIT $1
+             FOR UPDATE OF j, t SKIP LOCKED".to_owned()
+});
+
+/// The lease reaper (`$1` limit).
+pub static EXPIRED_LEASES_SQL: LazyLock<String> = LazyLock::new(|| {
+    "SELECT a.owner_id, a.id FROM attempts a
+             JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
+             WHERE a.status = 'started' AND a.lease_expires_at < now()
+             ORDER BY a.lease_expires_at
+             LIMIT $1
+             FOR UPDATE OF j, a SKIP LOCKED".to_owned()
+});
+
+/// Schedule-to-start expiry (`$1` limit).
+pub static OVERDUE_SCHEDULED_SQL: LazyLock<String> = LazyLock::new(|| {
+    "SELECT a.owner_id, a.id FROM attempts a
+             JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
+             WHERE a.status = 'scheduled' AND a.start_deadline_at < now()
+             ORDER BY a.start_deadline_at
+             LIMIT $1
+             FOR UPDATE OF j, a SKIP LOCKED".to_owned()
+});
+
 /// The channel on which PostgreSQL engines tell each other that work was scheduled.
 const WORK_CHANNEL: &str = "onceflow_work";
 
@@ -1120,48 +1223,7 @@ impl StoreTx for PgTx {
             filter.providers.iter().cloned().unzip();
         // Dispatch: SKIP LOCKED hands each scheduled attempt to one worker only; the job
         // row is locked with it (lock order: job before its attempts).
-        let rows = sqlx::query(&format!(
-            "WITH picked AS (
-                 SELECT a.owner_id, a.id
-                 FROM attempts a
-                 JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
-                 WHERE a.status = 'scheduled' AND a.task_queue = $1 AND a.available_at <= now()
-                   AND ($2::text IS NULL OR a.owner_id = $2)
-                   AND (a.activity, a.provider) IN (SELECT * FROM unnest($3::text[], $4::text[]))
-                 ORDER BY a.available_at, a.id
-                 LIMIT $5
-                 FOR UPDATE OF j, a SKIP LOCKED
-             ),
-             started AS (
-                 UPDATE attempts t
-                 SET status = 'started', lease_token = gen_random_uuid(), worker_id = $6,
-                     started_at = now(), heartbeat_at = now(), read_version = act.version,
-                     lease_expires_at = LEAST(
-                         now() + make_interval(secs => (act.options->>'heartbeat_timeout_s')::float8),
-                         now() + make_interval(secs => (act.options->>'start_to_close_timeout_s')::float8))
-                 FROM picked p, activities act
-                 WHERE t.owner_id = p.owner_id AND t.id = p.id AND t.status = 'scheduled'
-                   AND act.owner_id = t.owner_id AND act.id = t.activity_id
-                 RETURNING {}, act.seq AS activity_seq, act.input AS activity_input,
-                           act.options AS activity_options
-             ),
-             -- Activity status: scheduled → running with its attempt.
-             running_activities AS (
-                 UPDATE activities a SET status = 'running', updated_at = now()
-                 FROM started s WHERE a.owner_id = s.owner_id AND a.id = s.activity_id AND a.status = 'scheduled'
-             ),
-             -- Job status: queued → running with its first attempt.
-             running_jobs AS (
-                 UPDATE jobs j SET status = 'running', updated_at = now()
-                 FROM started s WHERE j.owner_id = s.owner_id AND j.id = s.job_id AND j.status = 'queued'
-             )
-             SELECT * FROM started",
-            ATTEMPT_COLUMNS
-                .split(", ")
-                .map(|c| format!("t.{}", c.trim()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))
+        let rows = sqlx::query(&CLAIM_ATTEMPTS_SQL)
         .bind(&filter.task_queue)
         .bind(filter.scope.owner())
         .bind(&activities)
@@ -1187,27 +1249,7 @@ impl StoreTx for PgTx {
     async fn claim_workflow_tasks(&mut self, filter: &WorkflowClaimFilter) -> StoreResult<Vec<JobRow>> {
         // Dispatch: SKIP LOCKED hands each workflow task to one worker; a task whose
         // lease expired is simply handed out again (workflow code has no side effects).
-        let rows = sqlx::query(&format!(
-            "WITH picked AS (
-                 SELECT owner_id, id FROM jobs
-                 WHERE kind = 'workflow' AND status IN ('queued', 'running') AND NOT wf_parked
-                   AND task_queue = $1 AND workflow = ANY($2)
-                   AND ($3::text IS NULL OR owner_id = $3)
-                   AND ((wf_ready AND wf_lease_token IS NULL) OR wf_lease_expires_at < now())
-                 ORDER BY updated_at, id
-                 LIMIT $4
-                 FOR UPDATE SKIP LOCKED
-             )
-             UPDATE jobs j
-             SET wf_ready = false, wf_lease_token = gen_random_uuid(), wf_worker_id = $5,
-                 wf_lease_expires_at = now() + make_interval(secs => $6),
-                 status = CASE WHEN j.status = 'queued' THEN 'running' ELSE j.status END,
-                 updated_at = now()
-             FROM picked p
-             WHERE j.owner_id = p.owner_id AND j.id = p.id
-             RETURNING {}",
-            JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
-        ))
+        let rows = sqlx::query(&CLAIM_WORKFLOW_TASKS_SQL)
         .bind(&filter.task_queue)
         .bind(&filter.workflows)
         .bind(filter.scope.owner())
@@ -1294,14 +1336,7 @@ impl StoreTx for PgTx {
 
     async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>> {
         // Timer loop: each due timer is taken by one engine only (SKIP LOCKED).
-        let rows = sqlx::query(
-            "SELECT t.owner_id, t.job_id, t.seq FROM timers t
-             JOIN jobs j ON j.owner_id = t.owner_id AND j.id = t.job_id
-             WHERE t.fired_at IS NULL AND t.fire_at <= now()
-             ORDER BY t.fire_at
-             LIMIT $1
-             FOR UPDATE OF j, t SKIP LOCKED",
-        )
+        let rows = sqlx::query(&DUE_TIMERS_SQL)
         .bind(limit)
         .fetch_all(&mut *self.tx)
         .await?;
@@ -1324,14 +1359,7 @@ impl StoreTx for PgTx {
 
     async fn lock_expired_leases(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
         // Reaper: each expired lease is taken by one reaper only (SKIP LOCKED).
-        let rows = sqlx::query(
-            "SELECT a.owner_id, a.id FROM attempts a
-             JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
-             WHERE a.status = 'started' AND a.lease_expires_at < now()
-             ORDER BY a.lease_expires_at
-             LIMIT $1
-             FOR UPDATE OF j, a SKIP LOCKED",
-        )
+        let rows = sqlx::query(&EXPIRED_LEASES_SQL)
         .bind(limit)
         .fetch_all(&mut *self.tx)
         .await?;
@@ -1340,14 +1368,7 @@ impl StoreTx for PgTx {
 
     async fn lock_overdue_scheduled(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
         // Reaper: each overdue scheduled attempt is taken by one reaper only (SKIP LOCKED).
-        let rows = sqlx::query(
-            "SELECT a.owner_id, a.id FROM attempts a
-             JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
-             WHERE a.status = 'scheduled' AND a.start_deadline_at < now()
-             ORDER BY a.start_deadline_at
-             LIMIT $1
-             FOR UPDATE OF j, a SKIP LOCKED",
-        )
+        let rows = sqlx::query(&OVERDUE_SCHEDULED_SQL)
         .bind(limit)
         .fetch_all(&mut *self.tx)
         .await?;
