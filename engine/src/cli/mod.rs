@@ -1,6 +1,7 @@
 //! The `onceflow` command line: the server, migrations, tokens, and the operator
 //! commands (which talk to a running server over HTTP).
 
+mod bench;
 mod demo;
 mod dev;
 mod operator;
@@ -41,6 +42,9 @@ enum Command {
     /// Read jobs (against a running server).
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// Measure throughput and latency (an in-process server, or a running one with --url);
+    /// prints one `RESULT …` line per workload.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -196,6 +200,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Attempts(AttemptsCommand::Cancel { id, reason, server }) => operator::cancel(&server, &id, &reason).await,
         Command::Jobs(JobsCommand::Show { id, server }) => operator::show_job(&server, &id).await,
+        Command::Bench(args) => bench::run(args).await,
     }
 }
 

@@ -1,0 +1,927 @@
+//! `onceflow bench`: throughput and latency of the engine as a client and a worker see
+//! them (over HTTP, with the SDK), next to the floor of the same SQL shape run bare.
+//!
+//! Every workload prints exactly one machine-readable line to stdout,
+//! `RESULT workload=<w> store=<s> jobs=<n> seconds=<s> rate=<per s> [key=value …]`, and a
+//! short human summary to stderr. Each run has a fresh run id, put into every idempotency
+//! key, activity name and task queue, so runs on one database never collide and the
+//! workers of one run (or one workload) never take another's tasks.
+
+use std::collections::HashSet;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use onceflow_protocol::api::JobRequestBody;
+use onceflow_worker::{ActivityContext, ActivityError, ActivityOptions, Client, JobStatus, SdkError, Worker};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{json, Value};
+use sqlx::{ConnectOptions, Row};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::DatabaseArgs;
+use crate::http::ServerConfig;
+use crate::model::Role;
+
+/// The provider name every bench activity is served by.
+const PROVIDER: &str = "noop";
+/// Jobs of the latency workload (or `--jobs` if smaller).
+const LATENCY_JOBS: u64 = 200;
+/// A run fails when the worker makes no progress for this long.
+const STALL: Duration = Duration::from_secs(60);
+
+/// What `onceflow bench` measures.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Submit over HTTP and run with one SDK worker, until every job succeeded.
+    E2e,
+    /// Submissions only (distinct keys), no worker.
+    Submit,
+    /// Every key submitted twice concurrently: one job per key.
+    Dedup,
+    /// One job at a time on an idle engine: submit→start and submit→succeeded.
+    Latency,
+    /// PostgreSQL only: the bare SQL of a job's life (insert, claim, CAS) on a scratch table.
+    Floor,
+    /// floor, submit, dedup, e2e, latency, then the e2e/floor ratio.
+    All,
+}
+
+/// `onceflow bench`: measure the engine (in-process server, or a running one with --url).
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Benchmark the server at this URL instead of starting one in-process (needs
+    /// --client-token and --worker-token; --database-url is then only used by floor and
+    /// --history).
+    #[arg(long)]
+    url: Option<String>,
+    /// With --url: a client token of that server.
+    #[arg(long)]
+    client_token: Option<String>,
+    /// With --url: a worker token of that server (owner `*` or the client's owner).
+    #[arg(long)]
+    worker_token: Option<String>,
+    /// Which workload to run.
+    #[arg(long, value_enum, default_value_t = Workload::All)]
+    workload: Workload,
+    /// Jobs per workload.
+    #[arg(long, default_value_t = 10_000)]
+    jobs: u64,
+    /// Concurrent producers (and the worker's concurrent attempts, and floor connections).
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Pre-fill this many finished jobs (owner `bench_history`) before the workloads.
+    #[arg(long, default_value_t = 0)]
+    history: u64,
+}
+
+/// The output of the no-op provider.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Noop {
+    /// Always `true`.
+    pub ok: bool,
+}
+
+/// The names a workload uses: its own activity, task queue and key prefix.
+#[derive(Debug, Clone)]
+struct Names {
+    workload: &'static str,
+    activity: String,
+    queue: String,
+    key_prefix: String,
+}
+
+/// The server in-process, when there is no --url.
+struct LocalServer {
+    shutdown: CancellationToken,
+    handle: JoinHandle<std::io::Result<()>>,
+}
+
+impl LocalServer {
+    async fn stop(self) -> Result<(), String> {
+        self.shutdown.cancel();
+        match tokio::time::timeout(Duration::from_secs(15), self.handle).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(format!("the in-process server failed: {e}")),
+            Ok(Err(e)) => Err(format!("the in-process server task failed: {e}")),
+            Err(_) => Err("the in-process server did not stop within 15 s".to_owned()),
+        }
+    }
+}
+
+struct Bench {
+    url: String,
+    client_token: String,
+    worker_token: String,
+    store: &'static str,
+    database_url: Option<String>,
+    run_id: String,
+    jobs: u64,
+    concurrency: usize,
+    http: reqwest::Client,
+}
+
+type WorkerTask = JoinHandle<Result<(), SdkError>>;
+
+/// Runs `onceflow bench`.
+pub async fn run(args: BenchArgs) -> Result<(), String> {
+    if args.jobs == 0 {
+        return Err("--jobs must be at least 1".to_owned());
+    }
+    if args.concurrency == 0 {
+        return Err("--concurrency must be at least 1".to_owned());
+    }
+    let run_id: String = Uuid::new_v4().simple().to_string().chars().take(12).collect();
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))?;
+
+    let (bench, server) = match args.url.clone() {
+        None => {
+            let database_url = super::database_url(&args.database)?;
+            let max_connections = (args.concurrency as u32).saturating_mul(2).max(20);
+            let engine = super::connect(&args.database, max_connections).await?;
+            engine.migrate().await.map_err(|e| format!("migration failed: {e:?}"))?;
+            let store = store_of(&database_url);
+            if args.history > 0 {
+                history(&database_url, store, &run_id, args.history).await?;
+            }
+            let client_token = engine.create_token("bench", Role::Client).await.map_err(|e| e.to_string())?.token;
+            let worker_token = engine.create_token("*", Role::Worker).await.map_err(|e| e.to_string())?.token;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            let config = ServerConfig { bind: addr, reaper_interval: Duration::from_millis(200), ..ServerConfig::default() };
+            let shutdown = CancellationToken::new();
+            let handle = tokio::spawn(crate::http::serve_on(listener, engine, config, shutdown.clone()));
+            let url = format!("http://{addr}");
+            eprintln!("bench {run_id}: {store} store, in-process server at {url}");
+            let bench = Bench {
+                url,
+                client_token,
+                worker_token,
+                store,
+                database_url: Some(database_url),
+                run_id,
+                jobs: args.jobs,
+                concurrency: args.concurrency,
+                http,
+            };
+            (bench, Some(LocalServer { shutdown, handle }))
+        }
+        Some(url) => {
+            let client_token = args.client_token.clone().ok_or("--url needs --client-token")?;
+            let worker_token = args.worker_token.clone().ok_or("--url needs --worker-token")?;
+            let database_url = super::database_url(&args.database).ok();
+            let store = database_url.as_deref().map(store_of).unwrap_or("unknown");
+            if args.history > 0 {
+                let db = database_url.as_deref().ok_or("--history needs --database-url (the server's database)")?;
+                history(db, store, &run_id, args.history).await?;
+            }
+            let url = url.trim_end_matches('/').to_owned();
+            eprintln!("bench {run_id}: server at {url} ({store} store)");
+            let bench = Bench {
+                url,
+                client_token,
+                worker_token,
+                store,
+                database_url,
+                run_id,
+                jobs: args.jobs,
+                concurrency: args.concurrency,
+                http,
+            };
+            (bench, None)
+        }
+    };
+    if std::env::var_os("RUST_LOG").is_none() {
+        eprintln!("bench: logging at info (every attempt logs a line); RUST_LOG=warn measures without it");
+    }
+
+    let outcome = bench.workloads(args.workload).await;
+    let stopped = match server {
+        Some(server) => server.stop().await,
+        None => Ok(()),
+    };
+    outcome?;
+    stopped
+}
+
+fn store_of(database_url: &str) -> &'static str {
+    if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
+        "postgres"
+    } else if database_url.starts_with("sqlite:") {
+        "sqlite"
+    } else {
+        "unknown"
+    }
+}
+
+impl Bench {
+    async fn workloads(&self, workload: Workload) -> Result<(), String> {
+        let order: &[Workload] = match workload {
+            Workload::All => &[Workload::Floor, Workload::Submit, Workload::Dedup, Workload::E2e, Workload::Latency],
+            Workload::E2e => &[Workload::E2e],
+            Workload::Submit => &[Workload::Submit],
+            Workload::Dedup => &[Workload::Dedup],
+            Workload::Latency => &[Workload::Latency],
+            Workload::Floor => &[Workload::Floor],
+        };
+        let mut floor_rate = None;
+        let mut e2e_rate = None;
+        for w in order {
+            match w {
+                Workload::Floor => floor_rate = self.floor().await?,
+                Workload::Submit => self.submit().await?,
+                Workload::Dedup => self.dedup().await?,
+                Workload::E2e => e2e_rate = Some(self.e2e().await?),
+                Workload::Latency => self.latency().await?,
+                Workload::All => {}
+            }
+        }
+        if workload == Workload::All {
+            if let (Some(e2e), Some(floor)) = (e2e_rate, floor_rate) {
+                println!("RESULT workload=ratio e2e_over_floor={:.3}", e2e / floor);
+                eprintln!("bench ratio: end to end runs at {:.1}% of the SQL floor", 100.0 * e2e / floor);
+            }
+        }
+        Ok(())
+    }
+
+    fn names(&self, workload: &'static str) -> Names {
+        Names {
+            workload,
+            activity: format!("bench_noop_{}_{workload}", self.run_id),
+            queue: format!("bench_{}_{workload}", self.run_id),
+            key_prefix: format!("bench-{}-{workload}-", self.run_id),
+        }
+    }
+
+    fn client(&self) -> Result<Client, String> {
+        Client::new(self.url.clone(), self.client_token.clone()).map_err(|e| format!("cannot build the client: {e}"))
+    }
+
+    /// Prints the RESULT line; returns the rate.
+    fn result(&self, workload: &str, jobs: u64, elapsed: Duration, extra: &str) -> f64 {
+        let seconds = elapsed.as_secs_f64();
+        let rate = jobs as f64 / seconds.max(1e-9);
+        println!("RESULT workload={workload} store={} jobs={jobs} seconds={seconds:.3} rate={rate:.1}{extra}", self.store);
+        rate
+    }
+
+    /// `submits` submissions by `concurrency` producers; submission `i` uses key
+    /// `i / per_key`, so consecutive submissions of one key run at the same time on two
+    /// producers. Returns (created, replayed).
+    async fn produce(&self, names: &Names, submits: u64, per_key: u64) -> Result<(u64, u64), String> {
+        let client = self.client()?;
+        let next = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let created = Arc::new(AtomicU64::new(0));
+        let replayed = Arc::new(AtomicU64::new(0));
+        let mut producers = Vec::with_capacity(self.concurrency);
+        for _ in 0..self.concurrency {
+            let (client, names, next, stop, created, replayed) =
+                (client.clone(), names.clone(), next.clone(), stop.clone(), created.clone(), replayed.clone());
+            producers.push(tokio::spawn(async move {
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= submits {
+                        return Ok(());
+                    }
+                    let k = i / per_key;
+                    let key = format!("{}{k}", names.key_prefix);
+                    match client.submit(&key, &job_body(&names, k)).await {
+                        Ok(answer) if answer.replayed => replayed.fetch_add(1, Ordering::Relaxed),
+                        Ok(_) => created.fetch_add(1, Ordering::Relaxed),
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            return Err(format!("submitting `{key}` failed: {e}"));
+                        }
+                    };
+                }
+            }));
+        }
+        let mut first_error = None;
+        for producer in producers {
+            let outcome = match producer.await {
+                Ok(outcome) => outcome,
+                Err(e) => Err(format!("a producer task failed: {e}")),
+            };
+            if let Err(e) = outcome {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok((created.load(Ordering::Relaxed), replayed.load(Ordering::Relaxed))),
+        }
+    }
+
+    /// Counts the jobs of `names.activity` (in `status`, if given) whose key is one of
+    /// the first `keys` keys of the workload, paging through `GET /v1/jobs`. Returns
+    /// (matching, listed).
+    async fn count_jobs(&self, names: &Names, status: Option<&str>, keys: u64) -> Result<(u64, u64), String> {
+        let mut matching = HashSet::new();
+        let mut listed = 0u64;
+        let mut after: Option<String> = None;
+        loop {
+            let mut query = vec![("activity", names.activity.clone()), ("limit", "500".to_owned())];
+            if let Some(status) = status {
+                query.push(("status", status.to_owned()));
+            }
+            if let Some(after) = &after {
+                query.push(("after", after.clone()));
+            }
+            let query = serde_urlencoded::to_string(&query).map_err(|e| format!("list query: {e}"))?;
+            let url = format!("{}/v1/jobs?{query}", self.url);
+            let response = self
+                .http
+                .get(&url)
+                .bearer_auth(&self.client_token)
+                .timeout(Duration::from_secs(60))
+                .send()
+                .await
+                .map_err(|e| format!("cannot list jobs at {url}: {e}"))?;
+            let code = response.status();
+            let body: Value = response.json().await.map_err(|e| format!("listing jobs answered {code} without JSON: {e}"))?;
+            if !code.is_success() {
+                return Err(format!("listing jobs answered {code}: {body}"));
+            }
+            let jobs = body["jobs"].as_array().ok_or_else(|| format!("listing jobs: no `jobs` in {body}"))?;
+            for job in jobs {
+                listed += 1;
+                let key = job["idempotency_key"].as_str().unwrap_or_default();
+                let ours = key.strip_prefix(&names.key_prefix).and_then(|k| k.parse::<u64>().ok()).is_some_and(|k| k < keys);
+                if ours {
+                    matching.insert(job["id"].as_str().unwrap_or(key).to_owned());
+                }
+            }
+            match body["next"].as_str() {
+                Some(next) if !jobs.is_empty() => after = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        Ok((matching.len() as u64, listed))
+    }
+
+    async fn submit(&self) -> Result<(), String> {
+        let names = self.names("submit");
+        let n = self.jobs;
+        let start = Instant::now();
+        let (created, replayed) = self.produce(&names, n, 1).await?;
+        let elapsed = start.elapsed();
+        if created != n || replayed != 0 {
+            return Err(format!("submit: expected {n} new jobs, got {created} created and {replayed} replayed"));
+        }
+        let rate = self.result("submit", n, elapsed, "");
+        eprintln!(
+            "bench submit: {n} submissions (distinct keys) by {} producers in {:.3} s: {rate:.1}/s",
+            self.concurrency,
+            elapsed.as_secs_f64()
+        );
+        Ok(())
+    }
+
+    async fn dedup(&self) -> Result<(), String> {
+        let names = self.names("dedup");
+        let keys = (self.jobs / 2).max(1);
+        let submits = keys * 2;
+        let start = Instant::now();
+        let (created, replayed) = self.produce(&names, submits, 2).await?;
+        let elapsed = start.elapsed();
+        let (jobs, listed) = self.count_jobs(&names, None, keys).await?;
+        if jobs != keys || listed != keys || created != keys || replayed != keys {
+            return Err(format!(
+                "dedup: {keys} keys submitted twice each should make {keys} jobs; found {jobs} of this run ({listed} listed), \
+                 answers: {created} created, {replayed} replayed"
+            ));
+        }
+        let rate = self.result("dedup", submits, elapsed, &format!(" jobs_created={jobs}"));
+        eprintln!(
+            "bench dedup: {submits} submissions of {keys} keys (each twice, concurrently) by {} producers in {:.3} s: \
+             {rate:.1} submissions/s; {jobs} jobs exist ({created} created, {replayed} replayed)",
+            self.concurrency,
+            elapsed.as_secs_f64()
+        );
+        Ok(())
+    }
+
+    async fn e2e(&self) -> Result<f64, String> {
+        let names = self.names("e2e");
+        let (worker, task) = self.start_worker(&names, self.concurrency, None)?;
+        let measured = self.e2e_measure(&names, &worker, &task).await;
+        let stopped = stop_worker(&worker, task).await;
+        let (elapsed, verified) = measured?;
+        stopped?;
+        let n = self.jobs;
+        let rate = self.result("e2e", n, elapsed, "");
+        eprintln!(
+            "bench e2e: {n} jobs submitted over HTTP by {} producers and run by one SDK worker (max {} attempts) \
+             in {:.3} s: {rate:.1} jobs/s; {verified} verified succeeded; worker {:?}",
+            self.concurrency,
+            self.concurrency,
+            elapsed.as_secs_f64(),
+            worker.stats()
+        );
+        Ok(rate)
+    }
+
+    async fn e2e_measure(&self, names: &Names, worker: &Worker, task: &WorkerTask) -> Result<(Duration, u64), String> {
+        let n = self.jobs;
+        let client = self.client()?;
+        self.warm_up(&client, names, worker, task).await?;
+        let baseline = worker.stats().won;
+        let start = Instant::now();
+        let (_, done) = tokio::try_join!(
+            self.produce(names, n, 1),
+            wait_won(worker, task, baseline + n, Duration::from_millis(20))
+        )?;
+        let elapsed = done.saturating_duration_since(start);
+        let (succeeded, listed) = self.count_jobs(names, Some("succeeded"), n).await?;
+        if succeeded != n {
+            return Err(format!("e2e: expected {n} succeeded jobs of this run, found {succeeded} ({listed} listed)"));
+        }
+        Ok((elapsed, succeeded))
+    }
+
+    /// One job, so that the worker has registered its contract and is polling.
+    async fn warm_up(&self, client: &Client, names: &Names, worker: &Worker, task: &WorkerTask) -> Result<(), String> {
+        let key = format!("{}warmup", names.key_prefix);
+        client
+            .submit(&key, &job_body(names, u64::MAX))
+            .await
+            .map_err(|e| format!("{}: the warm-up submission failed: {e}", names.workload))?;
+        wait_won(worker, task, 1, Duration::from_millis(5)).await?;
+        Ok(())
+    }
+
+    fn start_worker(
+        &self,
+        names: &Names,
+        max_concurrent: usize,
+        probe: Option<mpsc::UnboundedSender<(Uuid, Instant)>>,
+    ) -> Result<(Arc<Worker>, WorkerTask), String> {
+        let worker = Worker::builder(self.url.clone(), self.worker_token.clone())
+            .worker_id(format!("bench-{}-{}", self.run_id, names.workload))
+            .task_queue(names.queue.clone())
+            .max_concurrent_attempts(max_concurrent)
+            .poll_wait(Duration::from_secs(1))
+            .shutdown_grace(Duration::from_secs(10))
+            .provider(&names.activity, PROVIDER, move |ctx: ActivityContext, _input: Value| {
+                let probe = probe.clone();
+                async move {
+                    if let Some(probe) = probe {
+                        let _ = probe.send((ctx.job_id(), Instant::now()));
+                    }
+                    Ok::<_, ActivityError>(Noop { ok: true })
+                }
+            })
+            .build()
+            .map_err(|e| format!("cannot build the worker: {e}"))?;
+        let worker = Arc::new(worker);
+        let running = worker.clone();
+        let task = tokio::spawn(async move { running.run().await });
+        Ok((worker, task))
+    }
+
+    async fn latency(&self) -> Result<(), String> {
+        let names = self.names("latency");
+        let (probe, starts) = mpsc::unbounded_channel();
+        let (worker, task) = self.start_worker(&names, 1, Some(probe))?;
+        let measured = self.latency_measure(&names, &worker, &task, starts).await;
+        let stopped = stop_worker(&worker, task).await;
+        let (n, elapsed, mut start_ms, mut done_ms) = measured?;
+        stopped?;
+        start_ms.sort_by(f64::total_cmp);
+        done_ms.sort_by(f64::total_cmp);
+        let (p50s, p99s, p50d, p99d) =
+            (percentile(&start_ms, 50.0), percentile(&start_ms, 99.0), percentile(&done_ms, 50.0), percentile(&done_ms, 99.0));
+        self.result(
+            "latency",
+            n,
+            elapsed,
+            &format!(" p50_start_ms={p50s:.3} p99_start_ms={p99s:.3} p50_done_ms={p50d:.3} p99_done_ms={p99d:.3}"),
+        );
+        eprintln!(
+            "bench latency: {n} jobs one at a time, one worker: submit→started p50 {p50s:.3} ms p99 {p99s:.3} ms, \
+             submit→succeeded p50 {p50d:.3} ms p99 {p99d:.3} ms"
+        );
+        Ok(())
+    }
+
+    async fn latency_measure(
+        &self,
+        names: &Names,
+        worker: &Arc<Worker>,
+        task: &WorkerTask,
+        mut starts: mpsc::UnboundedReceiver<(Uuid, Instant)>,
+    ) -> Result<(u64, Duration, Vec<f64>, Vec<f64>), String> {
+        let n = self.jobs.min(LATENCY_JOBS);
+        let client = self.client()?;
+        self.warm_up(&client, names, worker, task).await?;
+        while starts.try_recv().is_ok() {}
+        let baseline = worker.stats().won;
+        let mut start_ms = Vec::with_capacity(n as usize);
+        let mut done_ms = Vec::with_capacity(n as usize);
+        let begin = Instant::now();
+        for i in 0..n {
+            let key = format!("{}{i}", names.key_prefix);
+            let t0 = Instant::now();
+            let job_id = client.submit(&key, &job_body(names, i)).await.map_err(|e| format!("submitting `{key}` failed: {e}"))?.job.id;
+            let started = loop {
+                match tokio::time::timeout(Duration::from_secs(30), starts.recv()).await {
+                    Ok(Some((id, at))) if id == job_id => break at,
+                    Ok(Some(_)) => continue,
+                    Ok(None) => return Err("latency: the worker's handler channel closed".to_owned()),
+                    Err(_) => return Err(format!("latency: job {job_id} did not start within 30 s; worker {:?}", worker.stats())),
+                }
+            };
+            // The worker counts a win once the engine answered its completion, i.e. once
+            // the job is committed `succeeded`; watched every 50 µs off the runtime.
+            let done = wait_won_precise(worker.clone(), baseline + i + 1).await?;
+            let job = client.job(job_id).await.map_err(|e| format!("reading job {job_id} failed: {e}"))?;
+            if job.status != JobStatus::Succeeded {
+                return Err(format!("latency: job {job_id} is {:?} after its attempt won", job.status));
+            }
+            start_ms.push(started.saturating_duration_since(t0).as_secs_f64() * 1000.0);
+            done_ms.push(done.saturating_duration_since(t0).as_secs_f64() * 1000.0);
+        }
+        Ok((n, begin.elapsed(), start_ms, done_ms))
+    }
+
+    /// The SQL floor; `None` when skipped.
+    async fn floor(&self) -> Result<Option<f64>, String> {
+        let Some(database_url) = self.database_url.as_deref() else {
+            println!("RESULT workload=floor store={} skipped=no_database_url", self.store);
+            return Ok(None);
+        };
+        if self.store != "postgres" {
+            println!("RESULT workload=floor store={} skipped=not_postgres", self.store);
+            eprintln!("bench floor: skipped (PostgreSQL only)");
+            return Ok(None);
+        }
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(self.concurrency as u32)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect(database_url)
+            .await
+            .map_err(|e| format!("floor: cannot connect to the database: {e}"))?;
+        let table = format!("bench_floor_{}", self.run_id);
+        let measured = self.floor_measure(&pool, &table).await;
+        let dropped = sqlx::query(&format!("DROP TABLE IF EXISTS {table}")).execute(&pool).await;
+        pool.close().await;
+        let (elapsed, misses, cas_failures) = measured?;
+        dropped.map_err(|e| format!("floor: cannot drop {table}: {e}"))?;
+        let n = self.jobs;
+        let rate = self.result("floor", n, elapsed, "");
+        eprintln!(
+            "bench floor: {n} bare job cycles (insert, claim with SKIP LOCKED, CAS; autocommit) on {} connections in {:.3} s: \
+             {rate:.1}/s ({misses} empty claims retried, {cas_failures} CAS misses)",
+            self.concurrency,
+            elapsed.as_secs_f64()
+        );
+        Ok(Some(rate))
+    }
+
+    /// Returns (elapsed, empty claims, failed CAS).
+    async fn floor_measure(&self, pool: &sqlx::PgPool, table: &str) -> Result<(Duration, u64, u64), String> {
+        let create = [
+            format!(
+                "CREATE TABLE {table} (
+                     owner_id TEXT NOT NULL, id UUID PRIMARY KEY, idempotency_key TEXT NOT NULL,
+                     status TEXT NOT NULL, version BIGINT NOT NULL, lease_token UUID, result JSONB,
+                     UNIQUE (owner_id, idempotency_key))"
+            ),
+            format!("CREATE INDEX {table}_scheduled ON {table} (id) WHERE status = 'scheduled'"),
+        ];
+        for statement in &create {
+            sqlx::query(statement).execute(pool).await.map_err(|e| format!("floor: cannot create {table}: {e}"))?;
+        }
+        let insert = Arc::new(format!(
+            "INSERT INTO {table} (owner_id, id, idempotency_key, status, version) VALUES ($1, $2, $3, 'scheduled', 1)
+             ON CONFLICT (owner_id, idempotency_key) DO NOTHING"
+        ));
+        let claim = Arc::new(format!(
+            "UPDATE {table} SET status = 'started', lease_token = gen_random_uuid()
+             WHERE id = (SELECT id FROM {table} WHERE status = 'scheduled' LIMIT 1 FOR UPDATE SKIP LOCKED)
+             RETURNING id, version"
+        ));
+        let cas = Arc::new(format!(
+            "UPDATE {table} SET status = 'succeeded', result = $3, version = version + 1 WHERE id = $1 AND version = $2"
+        ));
+        // Every connection is open before the clock starts.
+        let mut connections = Vec::with_capacity(self.concurrency);
+        for _ in 0..self.concurrency {
+            connections.push(pool.acquire().await.map_err(|e| format!("floor: cannot open a connection: {e}"))?);
+        }
+        let n = self.jobs;
+        let next = Arc::new(AtomicU64::new(0));
+        let misses = Arc::new(AtomicU64::new(0));
+        let cas_failures = Arc::new(AtomicU64::new(0));
+        let key_prefix = format!("floor-{}-", self.run_id);
+        let start = Instant::now();
+        let mut tasks = Vec::with_capacity(self.concurrency);
+        for mut connection in connections {
+            let (insert, claim, cas, next, misses, cas_failures, key_prefix) =
+                (insert.clone(), claim.clone(), cas.clone(), next.clone(), misses.clone(), cas_failures.clone(), key_prefix.clone());
+            tasks.push(tokio::spawn(async move {
+                let result = json!({ "ok": true });
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        return Ok::<(), String>(());
+                    }
+                    sqlx::query(&insert)
+                        .bind("bench")
+                        .bind(Uuid::now_v7())
+                        .bind(format!("{key_prefix}{i}"))
+                        .execute(&mut *connection)
+                        .await
+                        .map_err(|e| format!("floor insert: {e}"))?;
+                    let mut claimed = None;
+                    for _ in 0..10 {
+                        claimed = sqlx::query(&claim)
+                            .fetch_optional(&mut *connection)
+                            .await
+                            .map_err(|e| format!("floor claim: {e}"))?;
+                        if claimed.is_some() {
+                            break;
+                        }
+                        misses.fetch_add(1, Ordering::Relaxed);
+                        tokio::task::yield_now().await;
+                    }
+                    let Some(row) = claimed else { continue };
+                    let id: Uuid = row.try_get("id").map_err(|e| format!("floor claim: {e}"))?;
+                    let version: i64 = row.try_get("version").map_err(|e| format!("floor claim: {e}"))?;
+                    let done = sqlx::query(&cas)
+                        .bind(id)
+                        .bind(version)
+                        .bind(&result)
+                        .execute(&mut *connection)
+                        .await
+                        .map_err(|e| format!("floor CAS: {e}"))?;
+                    if done.rows_affected() != 1 {
+                        cas_failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+        let mut first_error = None;
+        for task in tasks {
+            let outcome = match task.await {
+                Ok(outcome) => outcome,
+                Err(e) => Err(format!("a floor task failed: {e}")),
+            };
+            if let Err(e) = outcome {
+                first_error.get_or_insert(e);
+            }
+        }
+        let elapsed = start.elapsed();
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        Ok((elapsed, misses.load(Ordering::Relaxed), cas_failures.load(Ordering::Relaxed)))
+    }
+}
+
+fn job_body(names: &Names, k: u64) -> JobRequestBody {
+    JobRequestBody {
+        workflow: None,
+        activity: Some(names.activity.clone()),
+        providers: Some(vec![PROVIDER.to_owned()]),
+        input: Some(json!({ "n": k })),
+        task_queue: Some(names.queue.clone()),
+        options: None,
+    }
+}
+
+/// Waits until the worker's won count reaches `target`, looking every `every`; fails
+/// when the worker stops or makes no progress for [`STALL`]. Returns when it saw it.
+async fn wait_won(worker: &Worker, task: &WorkerTask, target: u64, every: Duration) -> Result<Instant, String> {
+    let mut last = worker.stats().won;
+    let mut last_change = Instant::now();
+    loop {
+        let stats = worker.stats();
+        if stats.won >= target {
+            return Ok(Instant::now());
+        }
+        if task.is_finished() {
+            return Err(format!("the worker stopped early (won {} of {target}); worker {stats:?}", stats.won));
+        }
+        if stats.panics > 0 || stats.contract_violations > 0 || stats.local_contract_violations > 0 {
+            return Err(format!("the no-op provider did not succeed; worker {stats:?}"));
+        }
+        if stats.won != last {
+            last = stats.won;
+            last_change = Instant::now();
+        } else if last_change.elapsed() > STALL {
+            return Err(format!("no progress for {} s (won {} of {target}); worker {stats:?}", STALL.as_secs(), stats.won));
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// [`wait_won`] for one latency sample: a blocking thread looks every 50 µs.
+async fn wait_won_precise(worker: Arc<Worker>, target: u64) -> Result<Instant, String> {
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let stats = worker.stats();
+            if stats.won >= target {
+                return Ok(Instant::now());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("latency: the job did not succeed within 30 s; worker {stats:?}"));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    })
+    .await
+    .map_err(|e| format!("latency: the watcher failed: {e}"))?
+}
+
+async fn stop_worker(worker: &Worker, task: WorkerTask) -> Result<(), String> {
+    worker.shutdown_token().cancel();
+    match tokio::time::timeout(Duration::from_secs(30), task).await {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(e))) => Err(format!("the worker failed: {e}")),
+        Ok(Err(e)) => Err(format!("the worker task failed: {e}")),
+        Err(_) => Err("the worker did not stop within 30 s".to_owned()),
+    }
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Pre-fills `rows` finished activity jobs (owner `bench_history`) with their activity and
+/// winning attempt, in bulk SQL, and prints the RESULT line.
+async fn history(database_url: &str, store: &str, run_id: &str, rows: u64) -> Result<(), String> {
+    let options = serde_json::to_string(&ActivityOptions::default()).map_err(|e| format!("history: options: {e}"))?;
+    let run3: String = run_id.chars().take(3).collect();
+    let key_prefix = format!("hist-{run_id}-");
+    let rows_i64 = i64::try_from(rows).map_err(|_| "--history is too large".to_owned())?;
+    let start = Instant::now();
+    match store {
+        "postgres" => history_postgres(database_url, rows_i64, &run3, &key_prefix, &options).await?,
+        "sqlite" => history_sqlite(database_url, rows_i64, &run3, &key_prefix, &options).await?,
+        other => return Err(format!("--history: unknown store `{other}`")),
+    }
+    let elapsed = start.elapsed();
+    println!("RESULT workload=history rows={rows} seconds={:.3}", elapsed.as_secs_f64());
+    eprintln!(
+        "bench history: {rows} finished jobs (with activity and winning attempt) of owner bench_history inserted in {:.3} s",
+        elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn history_postgres(database_url: &str, rows: i64, run3: &str, key_prefix: &str, options: &str) -> Result<(), String> {
+    // The bulk insert is slow on purpose: no slow-statement warning with the whole SQL.
+    let connect = sqlx::postgres::PgConnectOptions::from_str(database_url)
+        .map_err(|e| format!("history: {e}"))?
+        .disable_statement_logging();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(connect)
+        .await
+        .map_err(|e| format!("history: cannot connect to the database: {e}"))?;
+    // UUIDv7-shaped ids in the past (1 ms apart), so history sorts before the run's jobs;
+    // the kind (job 001, activity 002, attempt 003) and the row number make them unique.
+    let id = |kind: &str| {
+        format!(
+            "(lpad(to_hex((extract(epoch FROM at) * 1000)::bigint), 12, '0') || '7' || $2::text || '8{kind}' \
+             || lpad(to_hex(i), 12, '0'))::uuid"
+        )
+    };
+    let statement = format!(
+        "WITH ids AS MATERIALIZED (
+             SELECT i, at, {jid} AS jid, {aid} AS aid, {tid} AS tid
+             FROM (SELECT i, now() - make_interval(secs => ($1::bigint - i + 1)::float8 / 1000.0) AS at
+                   FROM generate_series(1::bigint, $1::bigint) AS i) s
+         ), j AS (
+             INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input, status,
+                               version, result, completed_by, created_at, updated_at, finished_at)
+             SELECT 'bench_history', jid, $3::text || i, 'bench_history', 'activity', 'bench_history', 'bench_history',
+                    jsonb_build_object('n', i), 'succeeded', 2, '{{\"ok\": true}}'::jsonb, tid, at, at, at
+             FROM ids
+         ), a AS (
+             INSERT INTO activities (owner_id, id, job_id, seq, name, providers, options, task_queue, input, status,
+                                     version, completed_by, result, created_at, updated_at, finished_at)
+             SELECT 'bench_history', aid, jid, 0, 'bench_history', ARRAY['{PROVIDER}'], $4::text::jsonb, 'bench_history',
+                    jsonb_build_object('n', i), 'succeeded', 1, tid, '{{\"ok\": true}}'::jsonb, at, at, at
+             FROM ids
+         )
+         INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status,
+                               available_at, worker_id, lease_token, lease_expires_at, read_version, heartbeat_at,
+                               started_at, finished_at, completion_outcome, created_at)
+         SELECT 'bench_history', tid, aid, jid, 1, 'bench_history', 'bench_history', '{PROVIDER}', 'succeeded', at,
+                'bench_history', gen_random_uuid(), at + interval '30 seconds', 0, at, at, at, 'won', at
+         FROM ids",
+        jid = id("001"),
+        aid = id("002"),
+        tid = id("003"),
+    );
+    sqlx::query(&statement)
+        .bind(rows)
+        .bind(run3)
+        .bind(key_prefix)
+        .bind(options)
+        .execute(&pool)
+        .await
+        .map_err(|e| format!("history: the bulk insert failed: {e}"))?;
+    // What autovacuum would soon do: the planner sees the tables as they now are.
+    sqlx::query("ANALYZE jobs, activities, attempts")
+        .execute(&pool)
+        .await
+        .map_err(|e| format!("history: ANALYZE failed: {e}"))?;
+    pool.close().await;
+    Ok(())
+}
+
+async fn history_sqlite(database_url: &str, rows: i64, run3: &str, key_prefix: &str, options: &str) -> Result<(), String> {
+    let connect = sqlx::sqlite::SqliteConnectOptions::from_str(database_url)
+        .map_err(|e| format!("history: {e}"))?
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(30))
+        .disable_statement_logging();
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(connect)
+        .await
+        .map_err(|e| format!("history: cannot open the database: {e}"))?;
+    let base_us = chrono::Utc::now().timestamp_micros() - (rows + 1) * 1000;
+    // ?1 rows, ?2 base time (µs), ?3 run tag (3 hex digits); the key prefix and the
+    // options are our own text, written in as SQL literals.
+    let key_prefix = key_prefix.replace('\'', "''");
+    let options = options.replace('\'', "''");
+    let at = "(?2 + s.i * 1000)";
+    let id = |kind: &str| format!("printf('%08x-%04x-7%s-8{kind}-%012x', ({at} / 1000) / 65536, ({at} / 1000) % 65536, ?3, s.i)");
+    let series = "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?1)";
+    let statements = [
+        format!(
+            "INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input, status,
+                               version, result, completed_by, created_at, updated_at, finished_at)
+             {series}
+             SELECT 'bench_history', {jid}, '{key_prefix}' || s.i, 'bench_history', 'activity', 'bench_history', 'bench_history',
+                    '{{\"n\":' || s.i || '}}', 'succeeded', 2, '{{\"ok\":true}}', {tid}, {at}, {at}, {at}
+             FROM s",
+            jid = id("001"),
+            tid = id("003"),
+        ),
+        format!(
+            "INSERT INTO activities (owner_id, id, job_id, seq, name, providers, options, task_queue, input, status,
+                                     version, completed_by, result, created_at, updated_at, finished_at)
+             {series}
+             SELECT 'bench_history', {aid}, {jid}, 0, 'bench_history', '[\"{PROVIDER}\"]', '{options}', 'bench_history',
+                    '{{\"n\":' || s.i || '}}', 'succeeded', 1, {tid}, '{{\"ok\":true}}', {at}, {at}, {at}
+             FROM s",
+            jid = id("001"),
+            aid = id("002"),
+            tid = id("003"),
+        ),
+        format!(
+            "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status,
+                                   available_at, worker_id, lease_token, lease_expires_at, read_version, heartbeat_at,
+                                   started_at, finished_at, completion_outcome, created_at)
+             {series}
+             SELECT 'bench_history', {tid}, {aid}, {jid}, 1, 'bench_history', 'bench_history', '{PROVIDER}', 'succeeded',
+                    {at}, 'bench_history', {tid}, {at} + 30000000, 0, {at}, {at}, {at}, 'won', {at}
+             FROM s",
+            jid = id("001"),
+            aid = id("002"),
+            tid = id("003"),
+        ),
+    ];
+    let mut tx = pool.begin().await.map_err(|e| format!("history: {e}"))?;
+    for statement in &statements {
+        sqlx::query(statement)
+            .bind(rows)
+            .bind(base_us)
+            .bind(run3)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| format!("history: the bulk insert failed: {e}"))?;
+    }
+    tx.commit().await.map_err(|e| format!("history: commit failed: {e}"))?;
+    pool.close().await;
+    Ok(())
+}
