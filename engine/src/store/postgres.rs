@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use std::sync::{Arc, LazyLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex as StdMutex, OnceLock};
 
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions, PgRow};
 use tokio::sync::Notify;
@@ -28,12 +29,62 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/pos
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    bell: Arc<WorkBell>,
+}
+
+/// Wake-up hints, merged. When a transaction that scheduled work commits, this
+/// process's waiting pollers are woken at once, and one `NOTIFY` tells the other engines
+/// about everything committed since the previous one. The `NOTIFY` is sent outside the
+/// job transactions: PostgreSQL serializes commits that notify, and the hot path must not.
+/// A hint lost on the way costs a poller one re-check interval, nothing more.
+#[derive(Debug)]
+struct WorkBell {
+    pool: PgPool,
+    pending: AtomicBool,
+    ring: Notify,
+    sender: OnceLock<()>,
+    local: StdMutex<Vec<Arc<Notify>>>,
+}
+
+impl WorkBell {
+    fn new(pool: PgPool) -> Arc<Self> {
+        Arc::new(WorkBell {
+            pool,
+            pending: AtomicBool::new(false),
+            ring: Notify::new(),
+            sender: OnceLock::new(),
+            local: StdMutex::new(Vec::new()),
+        })
+    }
+
+    fn ring(self: &Arc<Self>) {
+        if let Ok(local) = self.local.lock() {
+            local.iter().for_each(|l| l.notify_waiters());
+        }
+        self.pending.store(true, Ordering::Release);
+        self.sender.get_or_init(|| {
+            let bell = self.clone();
+            tokio::spawn(async move { bell.send_notifications().await });
+        });
+        self.ring.notify_one();
+    }
+
+    async fn send_notifications(&self) {
+        loop {
+            self.ring.notified().await;
+            while self.pending.swap(false, Ordering::AcqRel) {
+                if let Err(e) = sqlx::query("SELECT pg_notify($1, '')").bind(WORK_CHANNEL).execute(&self.pool).await {
+                    tracing::debug!(error = %e, "NOTIFY failed; pollers fall back to re-checking");
+                }
+            }
+        }
+    }
 }
 
 impl PgStore {
     /// Wraps an existing pool.
     pub fn new(pool: PgPool) -> Self {
-        PgStore { pool }
+        PgStore { bell: WorkBell::new(pool.clone()), pool }
     }
 
     /// Connects to `url` with a pool of at most `max_connections`.
@@ -43,7 +94,7 @@ impl PgStore {
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect(url)
             .await?;
-        Ok(PgStore { pool })
+        Ok(PgStore::new(pool))
     }
 
     /// The underlying pool.
@@ -283,7 +334,7 @@ async fn assemble_views(pool: &PgPool, jobs: Vec<JobRow>) -> StoreResult<Vec<Job
 #[async_trait]
 impl Store for PgStore {
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx>> {
-        Ok(Box::new(PgTx { tx: self.pool.begin().await? }))
+        Ok(Box::new(PgTx { tx: self.pool.begin().await?, bell: self.bell.clone(), wake: false }))
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -534,6 +585,9 @@ impl Store for PgStore {
     }
 
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
+        if let Ok(mut local) = self.bell.local.lock() {
+            local.push(signal.clone());
+        }
         while !shutdown.is_cancelled() {
             let mut listener = match PgListener::connect_with(&self.pool).await {
                 Ok(l) => l,
@@ -676,12 +730,18 @@ const WORK_CHANNEL: &str = "onceflow_work";
 /// A PostgreSQL transaction.
 pub struct PgTx {
     tx: Transaction<'static, Postgres>,
+    bell: Arc<WorkBell>,
+    wake: bool,
 }
 
 #[async_trait]
 impl StoreTx for PgTx {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        self.tx.commit().await?;
+        let PgTx { tx, bell, wake } = *self;
+        tx.commit().await?;
+        if wake {
+            bell.ring();
+        }
         Ok(())
     }
 
@@ -1128,13 +1188,9 @@ impl StoreTx for PgTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn notify_work(&mut self, task_queue: &str) -> StoreResult<()> {
-        // A wake-up hint, delivered at commit; identical ones in a transaction merge.
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(WORK_CHANNEL)
-            .bind(task_queue)
-            .execute(&mut *self.tx)
-            .await?;
+    async fn notify_work(&mut self, _task_queue: &str) -> StoreResult<()> {
+        // A wake-up hint, rung after commit (merged with others; see `WorkBell`).
+        self.wake = true;
         Ok(())
     }
 
