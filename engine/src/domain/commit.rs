@@ -143,9 +143,13 @@ impl Engine {
                 // The slot is taken: the workflow can go on.
                 tx.mark_workflow_ready(owner, job.id).await?;
             }
-            // The slot is taken: no other attempt of this activity may run on.
-            for (other, _) in tx.cancel_live_attempts(owner, attempt.activity_id, Some(attempt.id), actor::ENGINE, "another attempt won").await? {
-                events.push(event::ATTEMPT_CANCELLED, Some(other), actor::ENGINE, json!({ "reason": "another attempt won", "winner": attempt.id }));
+            // The slot is taken: no other attempt of this activity may run on. Only a
+            // cancelled winner can have a live sibling (invariant 2: a live winner was
+            // the activity's one live attempt).
+            if attempt.status == AttemptStatus::Cancelled {
+                for (other, _) in tx.cancel_live_attempts(owner, attempt.activity_id, Some(attempt.id), actor::ENGINE, "another attempt won").await? {
+                    events.push(event::ATTEMPT_CANCELLED, Some(other), actor::ENGINE, json!({ "reason": "another attempt won", "winner": attempt.id }));
+                }
             }
             tracing::info!(job_id = %job.id, attempt_id = %attempt.id, owner, provider = %attempt.provider, "attempt won");
             return Ok(Ok(CompletionOutcome::Won));
