@@ -626,16 +626,35 @@ impl Store for PgStore {
 /// Dispatch: hands out scheduled attempts (`$1` queue, `$2` owner or NULL, `$3`/`$4` activity and provider arrays, `$5` limit, `$6` worker).
 pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-            "WITH picked AS (
-                 SELECT a.owner_id, a.id
-                 FROM attempts a
-                 JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
-                 WHERE a.status = 'scheduled' AND a.task_queue = $1 AND a.available_at <= now()
-                   AND ($2::text IS NULL OR a.owner_id = $2)
-                   AND (a.activity, a.provider) IN (SELECT * FROM unnest($3::text[], $4::text[]))
-                 ORDER BY a.available_at, a.id
+            "WITH candidates AS (
+                 -- Per registered (activity, provider): an index range in dispatch order
+                 -- that stops at the limit, whatever the backlog.
+                 SELECT c.owner_id, c.id, c.job_id, c.available_at
+                 FROM unnest($3::text[], $4::text[]) AS pair(activity, provider)
+                 CROSS JOIN LATERAL (
+                     SELECT a.owner_id, a.id, a.job_id, a.available_at
+                     FROM attempts a
+                     WHERE a.status = 'scheduled' AND a.task_queue = $1
+                       AND a.activity = pair.activity AND a.provider = pair.provider
+                       AND a.available_at <= now()
+                       AND ($2::text IS NULL OR a.owner_id = $2)
+                     ORDER BY a.available_at, a.id
+                     LIMIT $5
+                     FOR UPDATE OF a SKIP LOCKED
+                 ) c
+             ),
+             -- Their jobs, without waiting: an attempt whose job another transaction
+             -- holds is left for the next claim (lock order stays job-safe, no waits).
+             locked_jobs AS (
+                 SELECT j.owner_id, j.id FROM jobs j
+                 WHERE (j.owner_id, j.id) IN (SELECT owner_id, job_id FROM candidates)
+                 FOR UPDATE SKIP LOCKED
+             ),
+             picked AS (
+                 SELECT c.owner_id, c.id FROM candidates c
+                 JOIN locked_jobs l ON l.owner_id = c.owner_id AND l.id = c.job_id
+                 ORDER BY c.available_at, c.id
                  LIMIT $5
-                 FOR UPDATE OF j, a SKIP LOCKED
              ),
              started AS (
                  UPDATE attempts t
