@@ -646,9 +646,9 @@ pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
              -- Their jobs, without waiting: an attempt whose job another transaction
              -- holds is left for the next claim (lock order stays job-safe, no waits).
              locked_jobs AS (
-                 SELECT j.owner_id, j.id FROM jobs j
-                 WHERE (j.owner_id, j.id) IN (SELECT owner_id, job_id FROM candidates)
-                 FOR UPDATE SKIP LOCKED
+                 SELECT j.owner_id, j.id FROM candidates c
+                 JOIN jobs j ON j.owner_id = c.owner_id AND j.id = c.job_id
+                 FOR UPDATE OF j SKIP LOCKED
              ),
              picked AS (
                  SELECT c.owner_id, c.id FROM candidates c
@@ -1298,7 +1298,10 @@ impl StoreTx for PgTx {
             filter.providers.iter().cloned().unzip();
         // Dispatch: SKIP LOCKED hands each scheduled attempt to one worker only; the job
         // row is locked with it (lock order: job before its attempts).
+        // Planned for its actual arguments every time (an unnamed statement): a cached
+        // generic plan cannot see that each (activity, provider) range stops at the limit.
         let rows = sqlx::query(&CLAIM_ATTEMPTS_SQL)
+        .persistent(false)
         .bind(&filter.task_queue)
         .bind(filter.scope.owner())
         .bind(&activities)
