@@ -629,10 +629,10 @@ pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
             "WITH candidates AS (
                  -- Per registered (activity, provider): an index range in dispatch order
                  -- that stops at the limit, whatever the backlog.
-                 SELECT c.owner_id, c.id, c.job_id, c.available_at
+                 SELECT c.owner_id, c.id, c.job_id, c.available_at, c.row_ctid
                  FROM unnest($3::text[], $4::text[]) AS pair(activity, provider)
                  CROSS JOIN LATERAL (
-                     SELECT a.owner_id, a.id, a.job_id, a.available_at
+                     SELECT a.owner_id, a.id, a.job_id, a.available_at, a.ctid AS row_ctid
                      FROM attempts a
                      WHERE a.status = 'scheduled' AND a.task_queue = $1
                        AND a.activity = pair.activity AND a.provider = pair.provider
@@ -651,7 +651,7 @@ pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
                  FOR UPDATE OF j SKIP LOCKED
              ),
              picked AS (
-                 SELECT c.owner_id, c.id FROM candidates c
+                 SELECT c.owner_id, c.id, c.row_ctid FROM candidates c
                  JOIN locked_jobs l ON l.owner_id = c.owner_id AND l.id = c.job_id
                  ORDER BY c.available_at, c.id
                  LIMIT $5
@@ -664,7 +664,9 @@ pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
                          now() + make_interval(secs => (act.options->>'heartbeat_timeout_s')::float8),
                          now() + make_interval(secs => (act.options->>'start_to_close_timeout_s')::float8))
                  FROM picked p, activities act
-                 WHERE t.owner_id = p.owner_id AND t.id = p.id AND t.status = 'scheduled'
+                 -- The rows are locked by this statement, so their ctid holds: a direct hit,
+                 -- whatever the statistics say.
+                 WHERE t.ctid = p.row_ctid AND t.owner_id = p.owner_id AND t.id = p.id AND t.status = 'scheduled'
                    AND act.owner_id = t.owner_id AND act.id = t.activity_id
                  RETURNING {}, act.seq AS activity_seq, act.input AS activity_input,
                            act.options AS activity_options
