@@ -21,6 +21,7 @@ pub mod background;
 pub mod cli;
 pub mod domain;
 pub mod http;
+pub mod metrics;
 pub mod error;
 pub mod model;
 pub mod request;

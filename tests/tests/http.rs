@@ -7,6 +7,7 @@ mod http {
     mod dev;
     mod fuzz;
     mod jobs;
+    mod metrics;
     mod process;
     mod service;
     mod story;

@@ -80,6 +80,10 @@ impl Engine {
         if !LIVE_OR_CANCELLED.contains(&attempt.status) {
             return Err(EngineError::LeaseLost);
         }
+        if let Some(started) = attempt.started_at {
+            let ran = (chrono::Utc::now() - started).num_milliseconds().max(0) as f64 / 1000.0;
+            self.metrics.attempt_seconds.observe(ran);
+        }
         let mut events = Events::for_job(owner, job_id);
         let answer = match &completion.body {
             CompletionBody::Result(result) => {
@@ -90,7 +94,7 @@ impl Engine {
                     .await?
             }
         };
-        events.flush(tx.as_mut()).await?;
+        events.flush(tx.as_mut(), &self.metrics).await?;
         tx.commit().await?;
         answer
     }

@@ -66,6 +66,10 @@ impl Engine {
         let mut tasks = Vec::with_capacity(claimed.len());
         for c in claimed {
             let a = &c.attempt;
+            if let Some(started) = a.started_at {
+                let waited = (started - a.created_at).num_milliseconds().max(0) as f64 / 1000.0;
+                self.metrics.schedule_to_start_seconds.observe(waited);
+            }
             let mut events = Events::for_job(&a.owner_id, a.job_id);
             events.push(
                 event::ATTEMPT_STARTED,
@@ -97,6 +101,7 @@ impl Engine {
             });
         }
         tx.append_events(&all_events).await?;
+        self.metrics.events_written(all_events.iter().map(|e| e.kind));
         tx.commit().await?;
         Ok(tasks)
     }
@@ -164,7 +169,7 @@ impl Engine {
                     &actor::worker(attempt.worker_id.as_deref().unwrap_or("?")),
                     json!({ "provider": attempt.provider, "number": attempt.number }),
                 );
-                events.flush(tx.as_mut()).await?;
+                events.flush(tx.as_mut(), &self.metrics).await?;
                 tx.commit().await?;
                 tracing::info!(job_id = %job_id, attempt_id = %attempt_id, owner, "unknown attempt revived by its heartbeat");
                 Ok(Some(HeartbeatAck { cancel_requested: false }))

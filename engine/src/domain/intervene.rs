@@ -57,7 +57,7 @@ impl Engine {
             &actor::client(owner),
             json!({ "seq": seq, "provider": provider, "number": number, "reason": "manual" }),
         );
-        events.flush(tx.as_mut()).await?;
+        events.flush(tx.as_mut(), &self.metrics).await?;
         let attempt = tx.attempt(owner, attempt_id).await?.ok_or(EngineError::NotFound)?;
         tx.commit().await?;
         Ok(attempt.view())
@@ -116,7 +116,7 @@ impl Engine {
         tracing::warn!(%job_id, %attempt_id, owner, operator, reason, was = %attempt.status, "attempt cancelled by operator");
         self.after_attempt_end(tx.as_mut(), &mut events, &job, &attempt, AttemptStatus::Cancelled, false)
             .await?;
-        events.flush(tx.as_mut()).await?;
+        events.flush(tx.as_mut(), &self.metrics).await?;
         let cancelled = tx.attempt(owner, attempt_id).await?.ok_or(EngineError::NotFound)?;
         tx.commit().await?;
         Ok(cancelled.view())
@@ -150,7 +150,7 @@ impl Engine {
             return Err(EngineError::JobFinished);
         }
         events.push(event::JOB_CANCELLED, None, &who, json!({}));
-        events.flush(tx.as_mut()).await?;
+        events.flush(tx.as_mut(), &self.metrics).await?;
         tx.commit().await?;
         tracing::info!(%job_id, owner, "job cancelled");
         Ok(())

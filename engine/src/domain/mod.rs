@@ -49,6 +49,7 @@ pub struct Engine {
     contracts: Arc<contracts::ValidatorCache>,
     work: Arc<Notify>,
     workflow_task_lease: std::time::Duration,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Who did something, as written to `job_events.actor`.
@@ -99,6 +100,7 @@ impl Engine {
             contracts: Arc::new(contracts::ValidatorCache::default()),
             work: Arc::new(Notify::new()),
             workflow_task_lease: std::time::Duration::from_secs(30),
+            metrics: Arc::new(crate::metrics::Metrics::default()),
         }
     }
 
@@ -162,6 +164,13 @@ impl Engine {
         self.store.listen_for_work(self.work.clone(), shutdown).await
     }
 
+    /// The Prometheus text of this engine's metrics, with the database gauges read now.
+    pub async fn metrics_text(&self) -> Result<String, EngineError> {
+        let (live, oldest_unknown_age_s) = self.store.live_attempt_counts().await?;
+        self.metrics.set_gauges(&live, oldest_unknown_age_s);
+        Ok(self.metrics.render())
+    }
+
     async fn begin(&self) -> Result<Box<dyn StoreTx>, EngineError> {
         Ok(self.store.begin().await?)
     }
@@ -190,8 +199,12 @@ impl Events {
         });
     }
 
-    pub(crate) async fn flush(self, tx: &mut dyn StoreTx) -> Result<(), StoreError> {
-        tx.append_events(&self.pending).await
+    /// Writes the events and counts them in the metrics (as written: an operation
+    /// retried after a deadlock may count twice).
+    pub(crate) async fn flush(self, tx: &mut dyn StoreTx, metrics: &crate::metrics::Metrics) -> Result<(), StoreError> {
+        tx.append_events(&self.pending).await?;
+        metrics.events_written(self.pending.iter().map(|e| e.kind));
+        Ok(())
     }
 }
 

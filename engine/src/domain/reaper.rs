@@ -80,6 +80,7 @@ impl Engine {
                 provider = %attempt.provider, "heartbeat lost: attempt is unknown until it resolves or an operator cancels it");
         }
         tx.append_events(&all_events).await?;
+        self.metrics.events_written(all_events.iter().map(|e| e.kind));
         tx.commit().await?;
         Ok((expired.len() as u64, changed))
     }
@@ -103,7 +104,7 @@ impl Engine {
             events.push(event::ATTEMPT_EXPIRED, Some(attempt.id), actor::REAPER, json!({ "provider": attempt.provider, "number": attempt.number }));
             self.after_attempt_end(tx.as_mut(), &mut events, &job, &attempt, AttemptStatus::Expired, false)
                 .await?;
-            events.flush(tx.as_mut()).await?;
+            events.flush(tx.as_mut(), &self.metrics).await?;
             tracing::info!(job_id = %attempt.job_id, attempt_id = %attempt.id, owner = %owner, "attempt expired before any worker started it");
         }
         tx.commit().await?;

@@ -35,7 +35,16 @@ impl Engine {
         check_idempotency_key(idempotency_key)?;
         request.validate()?;
         let fingerprint = request.fingerprint();
-        match retry_transient!(self.submit_once(owner, idempotency_key, request, &fingerprint))? {
+        let timer = self.metrics.submit_seconds.start_timer();
+        let created = retry_transient!(self.submit_once(owner, idempotency_key, request, &fingerprint));
+        timer.observe_duration();
+        match &created {
+            Ok(Created::New(_)) => self.metrics.submitted(false),
+            Ok(Created::Replayed(_)) => self.metrics.submitted(true),
+            Err(EngineError::IdempotencyKeyReused { .. }) => self.metrics.conflict(),
+            Err(_) => {}
+        }
+        match created? {
             Created::New(job) => Ok(Submission { job: *job, replayed: false }),
             // A replay answers the job as it is now.
             Created::Replayed(job_id) => {
@@ -86,7 +95,7 @@ impl Engine {
             tx.lock_job(owner, existing.id).await?;
             let mut events = Events::for_job(owner, existing.id);
             events.push(event::JOB_REPLAYED, None, &who, json!({ "idempotency_key": key }));
-            events.flush(tx.as_mut()).await?;
+            events.flush(tx.as_mut(), &self.metrics).await?;
             tx.commit().await?;
             return Ok(Created::Replayed(existing.id));
         };
@@ -143,7 +152,7 @@ impl Engine {
                 attempts: vec![attempt_row.view()],
             });
         }
-        events.flush(tx.as_mut()).await?;
+        events.flush(tx.as_mut(), &self.metrics).await?;
         tx.commit().await?;
         tracing::info!(job_id = %job.id, owner, idempotency_key = key, "job created");
         // The new job as it was created: no read-back needed.

@@ -90,6 +90,7 @@ impl Engine {
             });
         }
         tx.append_events(&all_events).await?;
+        self.metrics.events_written(all_events.iter().map(|e| e.kind));
         tx.commit().await?;
         Ok(tasks)
     }
@@ -145,7 +146,7 @@ impl Engine {
                 break;
             }
         }
-        events.flush(tx.as_mut()).await?;
+        events.flush(tx.as_mut(), &self.metrics).await?;
         tx.commit().await?;
         Ok(WorkflowTaskOutcome::Applied)
     }
@@ -263,6 +264,7 @@ impl Engine {
             all_events.extend(events.pending);
         }
         tx.append_events(&all_events).await?;
+        self.metrics.events_written(all_events.iter().map(|e| e.kind));
         tx.commit().await?;
         Ok((due.len() as u64, fired))
     }

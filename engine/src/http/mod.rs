@@ -106,6 +106,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(admin::revoke_token))
         .routes(routes!(service::healthz))
         .routes(routes!(service::readyz))
+        .routes(routes!(service::metrics))
 }
 
 /// The OpenAPI document of the routes the server serves, generated from the handlers'

@@ -24,3 +24,13 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
         ),
     }
 }
+
+/// Prometheus metrics (text exposition format).
+#[utoipa::path(get, path = "/metrics", tag = "service", responses((status = 200, content_type = "text/plain"), (status = 503)))]
+pub async fn metrics(State(state): State<AppState>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match state.engine.metrics_text().await {
+        Ok(text) => ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response(),
+        Err(e) => super::error::ApiError::from(e).into_response(),
+    }
+}

@@ -392,6 +392,10 @@ pub trait Store: Send + Sync + 'static {
     /// Attempts in the given statuses for longer than the given age, oldest first.
     async fn stuck_attempts(&self, query: &StuckQuery) -> StoreResult<Vec<StuckAttempt>>;
 
+    /// Live attempts by status, and the age in seconds of the oldest `unknown` one (0
+    /// when none), for the metrics gauges.
+    async fn live_attempt_counts(&self) -> StoreResult<(Vec<(String, i64)>, i64)>;
+
     /// The heartbeat fast path: extends the lease of a `started` attempt held by `token`
     /// in one statement.
     async fn extend_lease(

@@ -475,6 +475,22 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn live_attempt_counts(&self) -> StoreResult<(Vec<(String, i64)>, i64)> {
+        // Served by the partial index of live attempts, whatever the history.
+        let rows = sqlx::query(
+            "SELECT status, count(*) AS n FROM attempts WHERE status IN ('scheduled', 'started', 'unknown') GROUP BY status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let live = rows.iter().map(|r| Ok((r.try_get("status")?, r.try_get("n")?))).collect::<StoreResult<Vec<_>>>()?;
+        let oldest: Option<f64> = sqlx::query_scalar(
+            "SELECT extract(epoch FROM now() - min(unknown_at))::float8 FROM attempts WHERE status = 'unknown'",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((live, oldest.unwrap_or(0.0).max(0.0) as i64))
+    }
+
     async fn extend_lease(
         &self,
         location: &AttemptLocation,

@@ -433,6 +433,19 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    async fn live_attempt_counts(&self) -> StoreResult<(Vec<(String, i64)>, i64)> {
+        let rows = sqlx::query(
+            "SELECT status, count(*) AS n FROM attempts WHERE status IN ('scheduled', 'started', 'unknown') GROUP BY status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let live = rows.iter().map(|r| Ok((r.try_get("status")?, r.try_get("n")?))).collect::<StoreResult<Vec<_>>>()?;
+        let oldest: Option<i64> = sqlx::query_scalar("SELECT min(unknown_at) FROM attempts WHERE status = 'unknown'")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok((live, oldest.map_or(0, |us| ((now_us() - us) / 1_000_000).max(0))))
+    }
+
     async fn extend_lease(
         &self,
         location: &AttemptLocation,

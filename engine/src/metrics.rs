@@ -1,0 +1,146 @@
+//! Prometheus metrics (`GET /metrics`). Counters and histograms count what this process
+//! did; gauges are read from the database at scrape time, so they are the same on every
+//! engine. Every name starts with `onceflow_`; `docs/operations.md` lists them with
+//! suggested alerts.
+
+use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+
+use crate::model::event;
+
+/// The metrics of one engine process.
+pub struct Metrics {
+    registry: Registry,
+    jobs_created: IntCounter,
+    jobs_replayed: IntCounter,
+    idempotency_conflicts: IntCounter,
+    attempts_finished: IntCounterVec,
+    race_lost: IntCounter,
+    heartbeat_lost: IntCounter,
+    failovers: IntCounter,
+    failovers_skipped: IntCounter,
+    events: IntCounterVec,
+    /// Gauges set at scrape time from the database.
+    live_attempts: IntGaugeVec,
+    blocked_activities: IntGauge,
+    oldest_unknown_age: IntGauge,
+    pub(crate) submit_seconds: Histogram,
+    pub(crate) schedule_to_start_seconds: Histogram,
+    pub(crate) attempt_seconds: Histogram,
+}
+
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).unwrap_or_else(|e| panic!("metric {name}: {e}"));
+    registry.register(Box::new(c.clone())).unwrap_or_else(|e| panic!("register {name}: {e}"));
+    c
+}
+
+fn histogram(registry: &Registry, name: &str, help: &str) -> Histogram {
+    let buckets = vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
+    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).unwrap_or_else(|e| panic!("metric {name}: {e}"));
+    registry.register(Box::new(h.clone())).unwrap_or_else(|e| panic!("register {name}: {e}"));
+    h
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        // Names and labels are constants, so building them cannot fail at run time.
+        let registry = Registry::new();
+        let attempts_finished = IntCounterVec::new(
+            Opts::new("onceflow_attempts_finished_total", "Attempts that reached a final status, by status."),
+            &["status"],
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
+        let events = IntCounterVec::new(Opts::new("onceflow_events_total", "Job events written, by type."), &["type"])
+            .unwrap_or_else(|e| panic!("metric: {e}"));
+        let live_attempts = IntGaugeVec::new(Opts::new("onceflow_live_attempts", "Live attempts in the database, by status."), &["status"])
+            .unwrap_or_else(|e| panic!("metric: {e}"));
+        let blocked_activities = IntGauge::new("onceflow_blocked_activities", "Activities blocked by an unknown attempt.")
+            .unwrap_or_else(|e| panic!("metric: {e}"));
+        let oldest_unknown_age = IntGauge::new(
+            "onceflow_oldest_unknown_attempt_age_seconds",
+            "Age of the oldest unknown attempt (0 when none).",
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
+        for c in [&attempts_finished, &events] {
+            registry.register(Box::new(c.clone())).unwrap_or_else(|e| panic!("register: {e}"));
+        }
+        registry.register(Box::new(live_attempts.clone())).unwrap_or_else(|e| panic!("register: {e}"));
+        for g in [&blocked_activities, &oldest_unknown_age] {
+            registry.register(Box::new(g.clone())).unwrap_or_else(|e| panic!("register: {e}"));
+        }
+        Metrics {
+            jobs_created: counter(&registry, "onceflow_jobs_created_total", "Jobs created by a submission."),
+            jobs_replayed: counter(&registry, "onceflow_jobs_replayed_total", "Submissions answered with an existing job (same key, same request)."),
+            idempotency_conflicts: counter(&registry, "onceflow_idempotency_conflicts_total", "Submissions refused: the key was used for a different request."),
+            race_lost: counter(&registry, "onceflow_race_lost_total", "Results discarded because another attempt had won (or the job was closed)."),
+            heartbeat_lost: counter(&registry, "onceflow_heartbeat_lost_total", "Started attempts whose lease expired (now unknown)."),
+            failovers: counter(&registry, "onceflow_failovers_total", "Automatic moves to the next certified provider."),
+            failovers_skipped: counter(&registry, "onceflow_failovers_skipped_total", "Providers passed over for lack of a passing certification."),
+            submit_seconds: histogram(&registry, "onceflow_submit_seconds", "Time to take a submission (dedup insert included)."),
+            schedule_to_start_seconds: histogram(&registry, "onceflow_schedule_to_start_seconds", "From an attempt becoming available to a worker starting it."),
+            attempt_seconds: histogram(&registry, "onceflow_attempt_seconds", "From an attempt starting to its result or error."),
+            attempts_finished,
+            events,
+            live_attempts,
+            blocked_activities,
+            oldest_unknown_age,
+            registry,
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts a submission's outcome.
+    pub(crate) fn submitted(&self, replayed: bool) {
+        if replayed { self.jobs_replayed.inc() } else { self.jobs_created.inc() }
+    }
+
+    /// Counts a refused reuse of an idempotency key.
+    pub(crate) fn conflict(&self) {
+        self.idempotency_conflicts.inc();
+    }
+
+    /// Counts written events (and the named counters derived from them).
+    pub(crate) fn events_written(&self, kinds: impl Iterator<Item = &'static str>) {
+        for kind in kinds {
+            self.events.with_label_values(&[kind]).inc();
+            match kind {
+                event::RACE_LOST => {
+                    self.race_lost.inc();
+                    self.attempts_finished.with_label_values(&["lost"]).inc();
+                }
+                event::ATTEMPT_HEARTBEAT_LOST => self.heartbeat_lost.inc(),
+                event::FAILOVER => self.failovers.inc(),
+                event::FAILOVER_SKIPPED => self.failovers_skipped.inc(),
+                event::ATTEMPT_SUCCEEDED => self.attempts_finished.with_label_values(&["succeeded"]).inc(),
+                event::ATTEMPT_FAILED => self.attempts_finished.with_label_values(&["failed"]).inc(),
+                event::ATTEMPT_INVALID => self.attempts_finished.with_label_values(&["invalid"]).inc(),
+                event::ATTEMPT_EXPIRED => self.attempts_finished.with_label_values(&["expired"]).inc(),
+                event::ATTEMPT_CANCELLED => self.attempts_finished.with_label_values(&["cancelled"]).inc(),
+                _ => {}
+            }
+        }
+    }
+
+    /// Sets the gauges read from the database.
+    pub(crate) fn set_gauges(&self, live: &[(String, i64)], oldest_unknown_age_s: i64) {
+        for status in ["scheduled", "started", "unknown"] {
+            let n = live.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+            self.live_attempts.with_label_values(&[status]).set(n);
+            if status == "unknown" {
+                // An activity is blocked exactly while its live attempt is unknown.
+                self.blocked_activities.set(n);
+            }
+        }
+        self.oldest_unknown_age.set(oldest_unknown_age_s);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {
+            tracing::warn!(error = %e, "metrics encoding failed");
+        }
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}
