@@ -274,3 +274,17 @@ impl Drop for ServerProcess {
         let _ = self.child.wait();
     }
 }
+
+/// Re-runs this test binary as a child process running only the ignored test `test_name`
+/// (a worker process, say), with `ONCEFLOW_CHILD_URL` and `ONCEFLOW_CHILD_TOKEN` set, so
+/// that a test can kill a real process.
+pub fn spawn_child_test(test_name: &str, url: &str, token: &str) -> Child {
+    Command::new(std::env::current_exe().expect("test executable path"))
+        .args([test_name, "--exact", "--ignored", "--nocapture"])
+        .env("ONCEFLOW_CHILD_URL", url)
+        .env("ONCEFLOW_CHILD_TOKEN", token)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the child test process")
+}

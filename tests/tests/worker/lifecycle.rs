@@ -137,14 +137,7 @@ rules! {
         let client = Client::new(server.api.url.clone(), server.tokens.client.clone()).unwrap();
         let id = client.submit_activity("k", "work", &["cpu"], &Work { n: 1 }, options(1)).await.unwrap().job.id;
         // A real worker process: this test binary re-run as the child below.
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["worker::lifecycle::postgres::child_worker_process", "--exact", "--ignored", "--nocapture"])
-            .env("ONCEFLOW_CHILD_URL", &server.api.url)
-            .env("ONCEFLOW_CHILD_TOKEN", &server.tokens.worker)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = onceflow_tests::server::spawn_child_test("worker::lifecycle::postgres::child_worker_process", &server.api.url, &server.tokens.worker);
         wait_for("the child worker to start the attempt", Duration::from_secs(30), || async {
             client.job(id).await.unwrap().activities[0].attempts[0].status == AttemptStatus::Started
         }).await;

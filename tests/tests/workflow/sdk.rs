@@ -83,14 +83,7 @@ rules! {
         let client = Client::new(&server.api.url, &server.tokens.client).unwrap();
         let id = client.submit("k", &workflow_job("pipeline", json!({"text": "x"}))).await.unwrap().job.id;
         // A worker process that runs the workflow and `fetch` only: the job stops after step 1.
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["workflow::sdk::postgres::child_pipeline_worker", "--exact", "--ignored", "--nocapture"])
-            .env("ONCEFLOW_CHILD_URL", &server.api.url)
-            .env("ONCEFLOW_CHILD_TOKEN", &server.tokens.worker)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = onceflow_tests::server::spawn_child_test("workflow::sdk::postgres::child_pipeline_worker", &server.api.url, &server.tokens.worker);
         wait_for("step 1 done and step 2 scheduled", Duration::from_secs(60), || async {
             let job = client.job(id).await.unwrap();
             job.activities.len() == 2 && job.activities[0].status.as_str() == "succeeded"
