@@ -62,6 +62,7 @@ impl FromRequestParts<AppState> for Caller {
             .map(str::trim)
             .ok_or(EngineError::Unauthenticated)?;
         let principal = state.engine.authenticate(token).await?;
+        tracing::Span::current().record("owner", principal.owner.as_str());
         Ok(Caller(principal))
     }
 }

@@ -136,7 +136,11 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(state.config.body_limit_bytes))
         .layer(CatchPanicLayer::custom(|_: Box<dyn std::any::Any + Send>| ApiError::Panic.into_response()))
-        .layer(TraceLayer::new_for_http())
+        // One span per request; the owner is recorded once the token is known, and the
+        // engine's own lines about a job carry its job, attempt and owner.
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), owner = tracing::field::Empty)
+        }))
         .with_state(state)
 }
 
