@@ -191,6 +191,53 @@ impl TestDb {
     }
 }
 
+/// A session of its own that holds the database's write lock until [`WriteLock::release`]:
+/// writers of the engine wait behind it (on PostgreSQL every statement on `jobs` waits,
+/// on SQLite every write transaction), as behind a slow or stuck database.
+pub struct WriteLock {
+    session: WriteLockSession,
+}
+
+enum WriteLockSession {
+    Postgres(PgConnection),
+    Sqlite(sqlx::SqliteConnection),
+}
+
+impl WriteLock {
+    /// Rolls back the holding transaction: waiting writers go on.
+    pub async fn release(self) {
+        match self.session {
+            WriteLockSession::Postgres(mut c) => {
+                c.execute("ROLLBACK").await.expect("release the lock");
+                c.close().await.ok();
+            }
+            WriteLockSession::Sqlite(mut c) => {
+                c.execute("ROLLBACK").await.expect("release the lock");
+                c.close().await.ok();
+            }
+        }
+    }
+}
+
+impl TestDb {
+    /// Takes the write lock from a session of its own (see [`WriteLock`]).
+    pub async fn lock_writes(&self) -> WriteLock {
+        let session = match &self.pg {
+            Some((options, _)) => {
+                let mut c = PgConnection::connect_with(options).await.expect("connect to the test database");
+                c.execute("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE").await.expect("lock jobs");
+                WriteLockSession::Postgres(c)
+            }
+            None => {
+                let mut c = sqlx::SqliteConnection::connect(&self.url).await.expect("open the SQLite test database");
+                c.execute("BEGIN IMMEDIATE").await.expect("take the SQLite write lock");
+                WriteLockSession::Sqlite(c)
+            }
+        };
+        WriteLock { session }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         if let Some((path, pool)) = self.sqlite.take() {
