@@ -29,7 +29,7 @@ pub mod store;
 
 pub use domain::{
     ClaimRequest, Completion, CompletionBody, Engine, HeartbeatAck, JobListQuery, JobPage,
-    ReapReport, StuckAttemptsQuery, Submission, WorkflowTaskOutcome,
+    ReapReport, SchedulePut, ScheduleReport, StuckAttemptsQuery, Submission, WorkflowTaskOutcome,
 };
 pub use error::{EngineError, StoreError};
 pub use request::{JobRequest, JobTarget};

@@ -344,3 +344,40 @@ pub struct TokenRequest {
     /// `client`, `worker`, `operator` or `admin`.
     pub role: String,
 }
+
+/// The body of `PUT /v1/schedules/{name}`.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+pub struct ScheduleRequestBody {
+    /// With seconds: `sec min hour day-of-month month day-of-week [year]`, e.g.
+    /// `0 */5 * * * *`; a 5-field expression (no seconds) fires at second 0.
+    pub cron: String,
+    /// An IANA time zone name; defaults to `UTC`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// The `POST /v1/jobs` body every tick submits.
+    #[schema(value_type = JobRequestBody)]
+    pub job: Value,
+    /// Defaults to `skip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<crate::model::Overlap>,
+    /// Defaults to 300; at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catchup_window_s: Option<u64>,
+    /// Defaults to `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+}
+
+/// `{"schedules": [...]}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ScheduleList {
+    /// By name.
+    pub schedules: Vec<crate::model::ScheduleView>,
+}
+
+/// `{"events": [...]}` of a schedule.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ScheduleEventList {
+    /// Newest last; at most the latest `limit` (default 100).
+    pub events: Vec<crate::model::ScheduleEvent>,
+}

@@ -524,3 +524,72 @@ pub mod event {
     /// A durable timer fired.
     pub const TIMER_FIRED: &str = "timer_fired";
 }
+
+status_enum! {
+    /// What a schedule does with a tick while the job of its previous tick is still open.
+    Overlap {
+        /// `skip`: the tick is skipped (a `skipped_overlap` event on the schedule).
+        Skip => "skip",
+        /// `allow`: the tick fires anyway; jobs of several ticks may run at once.
+        Allow => "allow",
+    }
+}
+
+/// A cron schedule: each tick submits its job once, with idempotency key
+/// `schedule:{name}:{tick time}`, however many engines run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ScheduleView {
+    /// Unique per owner; part of every tick's idempotency key.
+    pub name: String,
+    /// The owner it submits for.
+    pub owner: String,
+    /// The cron expression, with seconds (`sec min hour day-of-month month day-of-week [year]`).
+    pub cron: String,
+    /// The IANA time zone the cron expression is read in.
+    pub timezone: String,
+    /// The `POST /v1/jobs` body each tick submits.
+    #[schema(value_type = Object)]
+    pub job: Value,
+    /// What a tick does while the previous tick's job is still open.
+    pub overlap: Overlap,
+    /// A tick missed (no engine ran) fires if at most this old, else is skipped and counted.
+    pub catchup_window_s: u64,
+    /// A paused schedule fires nothing until resumed.
+    pub paused: bool,
+    /// The next tick; `null` while paused.
+    pub next_fire_at: Option<DateTime<Utc>>,
+    /// The time of the last tick that fired.
+    pub last_fired_at: Option<DateTime<Utc>>,
+    /// The job of the last tick that fired.
+    pub last_job_id: Option<Uuid>,
+    /// Ticks that fired (each one job).
+    pub fired_count: u64,
+    /// Ticks skipped because the previous job was still open (`overlap: skip`).
+    pub skipped_overlap_count: u64,
+    /// Ticks skipped because no engine reached them within `catchup_window_s`.
+    pub skipped_too_old_count: u64,
+    /// When the schedule was first created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed (definition, pause, resume or a tick).
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One entry of a schedule's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ScheduleEvent {
+    /// Increases with each event of the schedule.
+    pub id: i64,
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// `created`, `replaced`, `paused`, `resumed`, `fired`, `skipped_overlap`,
+    /// `skipped_too_old` or `fire_failed` (JSON `type`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The tick it concerns (the first one, for `skipped_too_old`).
+    pub tick_at: Option<DateTime<Utc>>,
+    /// The job the tick submitted (`fired`), or that was still open (`skipped_overlap`).
+    pub job_id: Option<Uuid>,
+    /// What else is known: `count` and `last_tick_at` for `skipped_too_old`, …
+    #[schema(value_type = Object)]
+    pub data: Value,
+}

@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod dev;
 mod operator;
+mod schedules;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -42,6 +43,9 @@ enum Command {
     /// Read jobs (against a running server).
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// Cron schedules of the token's owner (against a running server, with a client token).
+    #[command(subcommand)]
+    Schedules(SchedulesCommand),
     /// Measure throughput and latency (an in-process server, or a running one with --url);
     /// prints one `RESULT …` line per workload.
     Bench(bench::BenchArgs),
@@ -156,6 +160,36 @@ enum JobsCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum SchedulesCommand {
+    /// List the owner's schedules: cron, state, next and last tick, counters.
+    List {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Show a schedule and its latest events (fired, skipped for overlap, skipped as too old).
+    Show {
+        /// The schedule's name.
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Pause a schedule: no tick fires until it is resumed.
+    Pause {
+        /// The schedule's name.
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Resume a schedule from its first tick after now.
+    Resume {
+        /// The schedule's name.
+        name: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
 fn database_url(args: &DatabaseArgs) -> Result<String, String> {
     args.database_url
         .clone()
@@ -200,6 +234,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Attempts(AttemptsCommand::Cancel { id, reason, server }) => operator::cancel(&server, &id, &reason).await,
         Command::Jobs(JobsCommand::Show { id, server }) => operator::show_job(&server, &id).await,
+        Command::Schedules(SchedulesCommand::List { server }) => schedules::list(&server).await,
+        Command::Schedules(SchedulesCommand::Show { name, server }) => schedules::show(&server, &name).await,
+        Command::Schedules(SchedulesCommand::Pause { name, server }) => schedules::set_paused(&server, &name, true).await,
+        Command::Schedules(SchedulesCommand::Resume { name, server }) => schedules::set_paused(&server, &name, false).await,
         Command::Bench(args) => bench::run(args).await,
     }
 }

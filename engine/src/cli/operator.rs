@@ -6,7 +6,7 @@ use super::ServerArgs;
 use crate::model::{JobEvent, JobView};
 use onceflow_protocol::timeline::{render_timeline, short_time};
 
-async fn call(server: &ServerArgs, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, String> {
+pub(super) async fn call(server: &ServerArgs, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, String> {
     let url = format!("{}{}", server.url.trim_end_matches('/'), path);
     let mut request = reqwest::Client::new().request(method, &url).bearer_auth(&server.token);
     if let Some(body) = body {

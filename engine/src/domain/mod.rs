@@ -10,6 +10,7 @@
 //! - manual attempts and cancellation: `intervene.rs`;
 //! - the lease reaper (invariant 3): [`reap`](Engine::reap) in `reaper.rs`;
 //! - output contracts and certifications (invariant 6): `contracts.rs`;
+//! - cron schedules and the scheduler pass: `schedules.rs`;
 //! - read views: `views.rs`.
 
 mod commit;
@@ -18,6 +19,7 @@ mod dispatch;
 mod intervene;
 mod policy;
 mod reaper;
+mod schedules;
 mod submit;
 mod tokens;
 mod views;
@@ -37,6 +39,7 @@ use crate::store::{NewEvent, Store, StoreTx};
 pub use commit::{Completion, CompletionBody};
 pub use dispatch::{ClaimRequest, HeartbeatAck};
 pub use reaper::ReapReport;
+pub use schedules::{schedule_event, tick_key, CronSpec, SchedulePut, ScheduleReport, ScheduleRequestBody};
 pub use submit::Submission;
 pub use views::{JobListQuery, JobPage, StuckAttemptsQuery};
 pub use workflow::WorkflowTaskOutcome;
@@ -50,6 +53,7 @@ pub struct Engine {
     work: Arc<Notify>,
     workflow_task_lease: std::time::Duration,
     metrics: Arc<crate::metrics::Metrics>,
+    schedules_changed: Arc<Notify>,
 }
 
 /// Who did something, as written to `job_events.actor`.
@@ -101,6 +105,7 @@ impl Engine {
             work: Arc::new(Notify::new()),
             workflow_task_lease: std::time::Duration::from_secs(30),
             metrics: Arc::new(crate::metrics::Metrics::default()),
+            schedules_changed: Arc::new(Notify::new()),
         }
     }
 

@@ -7,7 +7,7 @@ use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityView, JobKind, JobView, Scope};
 use crate::request::{check_idempotency_key, JobRequest, JobTarget};
-use crate::store::{NewActivity, NewAttempt, NewJob};
+use crate::store::{NewActivity, NewAttempt, NewJob, StoreTx};
 
 /// The answer to a submission.
 #[derive(Debug, Clone)]
@@ -66,6 +66,25 @@ impl Engine {
         fingerprint: &str,
     ) -> Result<Created, EngineError> {
         let mut tx = self.begin().await?;
+        let created = self.submit_in(tx.as_mut(), owner, key, request, fingerprint, &actor::client(owner)).await?;
+        tx.commit().await?;
+        if let Created::New(job) = &created {
+            tracing::info!(job_id = %job.id, owner, idempotency_key = key, "job created");
+        }
+        Ok(created)
+    }
+
+    /// The dedup insert inside the caller's transaction (the scheduler submits its ticks
+    /// in the transaction that advances the schedule). Commits nothing.
+    pub(crate) async fn submit_in(
+        &self,
+        tx: &mut dyn StoreTx,
+        owner: &str,
+        key: &str,
+        request: &JobRequest,
+        fingerprint: &str,
+        who: &str,
+    ) -> Result<Created, EngineError> {
         let (kind, workflow, activity) = match &request.target {
             JobTarget::Workflow { name } => (JobKind::Workflow, Some(name.clone()), None),
             JobTarget::Activity { name, .. } => (JobKind::Activity, None, Some(name.clone())),
@@ -81,7 +100,6 @@ impl Engine {
             task_queue: request.task_queue.clone(),
             input: request.input.clone(),
         };
-        let who = actor::client(owner);
         // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
         let Some(inserted) = tx.insert_job(&job).await? else {
             let existing = tx.job_by_idempotency_key(owner, key).await?.ok_or_else(|| {
@@ -94,15 +112,14 @@ impl Engine {
             }
             tx.lock_job(owner, existing.id).await?;
             let mut events = Events::for_job(owner, existing.id);
-            events.push(event::JOB_REPLAYED, None, &who, json!({ "idempotency_key": key }));
-            events.flush(tx.as_mut(), &self.metrics).await?;
-            tx.commit().await?;
+            events.push(event::JOB_REPLAYED, None, who, json!({ "idempotency_key": key }));
+            events.flush(tx, &self.metrics).await?;
             return Ok(Created::Replayed(existing.id));
         };
         let mut activities = Vec::new();
 
         let mut events = Events::for_job(owner, job.id);
-        events.push(event::JOB_CREATED, None, &who, json!({ "idempotency_key": key, "kind": kind }));
+        events.push(event::JOB_CREATED, None, who, json!({ "idempotency_key": key, "kind": kind }));
         if let JobTarget::Activity { name, providers, options } = &request.target {
             let activity = NewActivity {
                 owner_id: owner.to_owned(),
@@ -137,7 +154,7 @@ impl Engine {
             events.push(
                 event::ATTEMPT_SCHEDULED,
                 Some(attempt_row.id),
-                &who,
+                who,
                 json!({ "seq": 0, "provider": attempt_row.provider, "number": 1, "reason": "first" }),
             );
             activities.push(ActivityView {
@@ -152,9 +169,7 @@ impl Engine {
                 attempts: vec![attempt_row.view()],
             });
         }
-        events.flush(tx.as_mut(), &self.metrics).await?;
-        tx.commit().await?;
-        tracing::info!(job_id = %job.id, owner, idempotency_key = key, "job created");
+        events.flush(tx, &self.metrics).await?;
         // The new job as it was created: no read-back needed.
         Ok(Created::New(Box::new(JobView {
             id: inserted.id,
@@ -178,7 +193,7 @@ impl Engine {
 }
 
 /// What one try of a submission did.
-enum Created {
+pub(crate) enum Created {
     /// Created this job.
     New(Box<JobView>),
     /// The key and fingerprint were seen before: this job.

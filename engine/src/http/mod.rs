@@ -6,6 +6,7 @@ pub mod error;
 pub mod extract;
 pub mod jobs;
 pub mod operator;
+pub mod schedules;
 pub mod service;
 pub mod worker;
 
@@ -102,6 +103,11 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(worker::record_certification))
         .routes(routes!(operator::stuck_attempts))
         .routes(routes!(operator::cancel_attempt))
+        .routes(routes!(schedules::put_schedule, schedules::get_schedule, schedules::delete_schedule))
+        .routes(routes!(schedules::list_schedules))
+        .routes(routes!(schedules::pause_schedule))
+        .routes(routes!(schedules::resume_schedule))
+        .routes(routes!(schedules::schedule_events))
         .routes(routes!(admin::create_token))
         .routes(routes!(admin::revoke_token))
         .routes(routes!(service::healthz))

@@ -22,7 +22,8 @@ use uuid::Uuid;
 use crate::error::StoreError;
 use crate::model::{
     ActivityOptions, ActivityStatus, AttemptStatus, Certification, CompletionOutcome, Contract,
-    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, Scope, StuckAttempt,
+    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Overlap, Role, Scope, ScheduleEvent, ScheduleView,
+    StuckAttempt,
 };
 
 /// A result of the storage layer.
@@ -360,6 +361,50 @@ pub struct TokenRow {
     pub token_hash: String,
 }
 
+/// A schedule row: what the API shows, plus the version every update compares.
+#[derive(Debug, Clone)]
+pub struct ScheduleRow {
+    /// The schedule as the API shows it.
+    pub view: ScheduleView,
+    /// Moves with every change; [`StoreTx::update_schedule`] compares it.
+    pub version: i64,
+}
+
+impl ScheduleRow {
+    /// The owner the row belongs to.
+    pub fn owner(&self) -> &str {
+        &self.view.owner
+    }
+    /// The schedule's name.
+    pub fn name(&self) -> &str {
+        &self.view.name
+    }
+}
+
+/// An event to append to a schedule's history.
+#[derive(Debug, Clone)]
+pub struct NewScheduleEvent {
+    /// The owner of the schedule.
+    pub owner_id: String,
+    /// The schedule whose history it joins.
+    pub schedule_name: String,
+    /// When it happened (the engine's clock, like the ticks).
+    pub at: DateTime<Utc>,
+    /// The event type (see [`ScheduleEvent::kind`]).
+    pub kind: &'static str,
+    /// The tick it concerns.
+    pub tick_at: Option<DateTime<Utc>>,
+    /// The job it concerns.
+    pub job_id: Option<Uuid>,
+    /// What else is known about it.
+    pub data: Value,
+}
+
+/// The columns of a schedule kept as text, parsed back into their types.
+pub(crate) fn overlap_of(text: &str) -> StoreResult<Overlap> {
+    Overlap::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown overlap `{text}`")))
+}
+
 /// The storage backend. Implementations: [`postgres::PgStore`].
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -420,6 +465,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revokes a token; `false` when no unrevoked token has this id.
     async fn revoke_token(&self, token_id: Uuid) -> StoreResult<bool>;
+
+    /// A schedule of `owner`.
+    async fn schedule(&self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>>;
+
+    /// The schedules of `owner`, by name.
+    async fn list_schedules(&self, owner: &str) -> StoreResult<Vec<ScheduleRow>>;
+
+    /// The latest `limit` events of a schedule, oldest first.
+    async fn schedule_events(&self, owner: &str, name: &str, limit: i64) -> StoreResult<Vec<ScheduleEvent>>;
+
+    /// When the earliest unpaused schedule of any owner is due next; `None` when none is.
+    async fn next_schedule_fire_at(&self) -> StoreResult<Option<DateTime<Utc>>>;
 
     /// Until `shutdown`, wakes `signal`'s waiters whenever any process schedules work
     /// ([`StoreTx::notify_work`]). A hint only: pollers re-check on a timer too.
@@ -631,4 +688,26 @@ pub trait StoreTx: Send {
     /// Locks (without waiting) up to `limit` scheduled attempts past their
     /// schedule-to-start deadline, with their jobs.
     async fn lock_overdue_scheduled(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>>;
+
+    /// Locks a schedule of `owner` for this transaction and returns it.
+    async fn lock_schedule(&mut self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>>;
+
+    /// Inserts a schedule unless `(owner, name)` exists; `false` when it did.
+    async fn insert_schedule(&mut self, schedule: &ScheduleRow) -> StoreResult<bool>;
+
+    /// Writes every changeable field of `schedule` if its stored version is still
+    /// `schedule.version`, moving the version; `false` for a stale writer.
+    async fn update_schedule(&mut self, schedule: &ScheduleRow) -> StoreResult<bool>;
+
+    /// Deletes a schedule and its events; `false` when there was none.
+    async fn delete_schedule(&mut self, owner: &str, name: &str) -> StoreResult<bool>;
+
+    /// Locks (without waiting) up to `limit` unpaused schedules due at `now`, earliest first.
+    async fn lock_due_schedules(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ScheduleRow>>;
+
+    /// The status of a job of `owner`, without locking it.
+    async fn job_status(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobStatus>>;
+
+    /// Appends events to schedule histories, in order.
+    async fn append_schedule_events(&mut self, events: &[NewScheduleEvent]) -> StoreResult<()>;
 }

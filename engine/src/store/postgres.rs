@@ -13,13 +13,14 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, JobQuery, JobRow,
-    LeaseExtension, NewActivity, NewAttempt, NewEvent, NewJob, Store, StoreResult, StoreTx,
-    StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
+    LeaseExtension, NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store,
+    StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
     ActivityStatus, ActivityView, AttemptStatus, AttemptView, Certification, CompletionOutcome,
-    Contract, ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, Scope, StuckAttempt,
+    Contract, ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, Scope, ScheduleEvent, ScheduleView,
+    StuckAttempt,
 };
 
 /// The migrations of `migrations/postgres`, embedded in the binary.
@@ -114,6 +115,36 @@ const ATTEMPT_COLUMNS: &str = "owner_id, id, activity_id, job_id, number, activi
      provider, status, worker_id, lease_token, lease_expires_at, read_version, heartbeat_at, \
      started_at, unknown_at, finished_at, error, completion_outcome, cancelled_by, cancel_reason, \
      created_at";
+
+const SCHEDULE_COLUMNS: &str = "owner_id, name, cron, timezone, job, overlap, catchup_window_s, paused, \
+     next_fire_at, last_fired_at, last_job_id, fired_count, skipped_overlap_count, skipped_too_old_count, \
+     version, created_at, updated_at";
+
+fn schedule_row(row: &PgRow) -> StoreResult<ScheduleRow> {
+    let overlap: String = row.try_get("overlap")?;
+    let count = |column: &str| -> StoreResult<u64> { Ok(row.try_get::<i64, _>(column)?.max(0) as u64) };
+    Ok(ScheduleRow {
+        view: ScheduleView {
+            name: row.try_get("name")?,
+            owner: row.try_get("owner_id")?,
+            cron: row.try_get("cron")?,
+            timezone: row.try_get("timezone")?,
+            job: row.try_get("job")?,
+            overlap: super::overlap_of(&overlap)?,
+            catchup_window_s: count("catchup_window_s")?,
+            paused: row.try_get("paused")?,
+            next_fire_at: row.try_get("next_fire_at")?,
+            last_fired_at: row.try_get("last_fired_at")?,
+            last_job_id: row.try_get("last_job_id")?,
+            fired_count: count("fired_count")?,
+            skipped_overlap_count: count("skipped_overlap_count")?,
+            skipped_too_old_count: count("skipped_too_old_count")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+        },
+        version: row.try_get("version")?,
+    })
+}
 
 fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("unknown {what} `{value}`"))
@@ -598,6 +629,54 @@ impl Store for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn schedule(&self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>> {
+        let row = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = $1 AND name = $2"))
+            .bind(owner)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(schedule_row).transpose()
+    }
+
+    async fn list_schedules(&self, owner: &str) -> StoreResult<Vec<ScheduleRow>> {
+        let rows = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = $1 ORDER BY name"))
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(schedule_row).collect()
+    }
+
+    async fn schedule_events(&self, owner: &str, name: &str, limit: i64) -> StoreResult<Vec<ScheduleEvent>> {
+        let rows = sqlx::query(
+            "SELECT * FROM (SELECT id, at, type, tick_at, job_id, data FROM schedule_events
+                            WHERE owner_id = $1 AND schedule_name = $2 ORDER BY id DESC LIMIT $3) latest
+             ORDER BY id",
+        )
+        .bind(owner)
+        .bind(name)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ScheduleEvent {
+                    id: r.try_get("id")?,
+                    at: r.try_get("at")?,
+                    kind: r.try_get("type")?,
+                    tick_at: r.try_get("tick_at")?,
+                    job_id: r.try_get("job_id")?,
+                    data: r.try_get("data")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn next_schedule_fire_at(&self) -> StoreResult<Option<chrono::DateTime<chrono::Utc>>> {
+        Ok(sqlx::query_scalar("SELECT min(next_fire_at) FROM schedules WHERE NOT paused")
+            .fetch_one(&self.pool)
+            .await?)
     }
 
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
@@ -1469,5 +1548,145 @@ impl StoreTx for PgTx {
         .fetch_all(&mut *self.tx)
         .await?;
         rows.iter().map(|r| Ok((r.try_get("owner_id")?, r.try_get("id")?))).collect()
+    }
+
+    async fn lock_schedule(&mut self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = $1 AND name = $2 FOR UPDATE"
+        ))
+        .bind(owner)
+        .bind(name)
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        row.as_ref().map(schedule_row).transpose()
+    }
+
+    async fn insert_schedule(&mut self, s: &ScheduleRow) -> StoreResult<bool> {
+        let v = &s.view;
+        // One schedule per (owner, name): a concurrent creator inserts nothing.
+        let done = sqlx::query(
+            "INSERT INTO schedules (owner_id, name, cron, timezone, job, overlap, catchup_window_s, paused,
+                                    next_fire_at, version, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
+             ON CONFLICT (owner_id, name) DO NOTHING",
+        )
+        .bind(&v.owner)
+        .bind(&v.name)
+        .bind(&v.cron)
+        .bind(&v.timezone)
+        .bind(&v.job)
+        .bind(v.overlap.as_str())
+        .bind(v.catchup_window_s as i64)
+        .bind(v.paused)
+        .bind(v.next_fire_at)
+        .bind(s.version)
+        .bind(v.created_at)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn update_schedule(&mut self, s: &ScheduleRow) -> StoreResult<bool> {
+        let v = &s.view;
+        // Schedule CAS: only a writer that read the current version changes the schedule,
+        // so a tick is advanced (and fired) once, and a stale writer changes nothing.
+        let done = sqlx::query(
+            "UPDATE schedules
+             SET cron = $4, timezone = $5, job = $6, overlap = $7, catchup_window_s = $8, paused = $9,
+                 next_fire_at = $10, last_fired_at = $11, last_job_id = $12, fired_count = $13,
+                 skipped_overlap_count = $14, skipped_too_old_count = $15, updated_at = $16,
+                 version = version + 1
+             WHERE owner_id = $1 AND name = $2 AND version = $3",
+        )
+        .bind(&v.owner)
+        .bind(&v.name)
+        .bind(s.version)
+        .bind(&v.cron)
+        .bind(&v.timezone)
+        .bind(&v.job)
+        .bind(v.overlap.as_str())
+        .bind(v.catchup_window_s as i64)
+        .bind(v.paused)
+        .bind(v.next_fire_at)
+        .bind(v.last_fired_at)
+        .bind(v.last_job_id)
+        .bind(v.fired_count as i64)
+        .bind(v.skipped_overlap_count as i64)
+        .bind(v.skipped_too_old_count as i64)
+        .bind(v.updated_at)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn delete_schedule(&mut self, owner: &str, name: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM schedules WHERE owner_id = $1 AND name = $2")
+            .bind(owner)
+            .bind(name)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn lock_due_schedules(&mut self, now: chrono::DateTime<chrono::Utc>, limit: i64) -> StoreResult<Vec<ScheduleRow>> {
+        // Scheduler loop: each due schedule is taken by one engine only (SKIP LOCKED).
+        let rows = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules
+             WHERE NOT paused AND next_fire_at <= $1
+             ORDER BY next_fire_at LIMIT $2
+             FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(now)
+        .bind(limit)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter().map(schedule_row).collect()
+    }
+
+    async fn job_status(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobStatus>> {
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM jobs WHERE owner_id = $1 AND id = $2")
+            .bind(owner)
+            .bind(job_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        status.map(|s| JobStatus::parse(&s).ok_or_else(|| corrupt("job status", &s))).transpose()
+    }
+
+    async fn append_schedule_events(&mut self, events: &[NewScheduleEvent]) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut owners = Vec::with_capacity(events.len());
+        let mut names = Vec::with_capacity(events.len());
+        let mut ats = Vec::with_capacity(events.len());
+        let mut kinds = Vec::with_capacity(events.len());
+        let mut ticks = Vec::with_capacity(events.len());
+        let mut jobs = Vec::with_capacity(events.len());
+        let mut data = Vec::with_capacity(events.len());
+        for e in events {
+            owners.push(e.owner_id.clone());
+            names.push(e.schedule_name.clone());
+            ats.push(e.at);
+            kinds.push(e.kind.to_owned());
+            ticks.push(e.tick_at);
+            jobs.push(e.job_id);
+            data.push(e.data.clone());
+        }
+        sqlx::query(
+            "INSERT INTO schedule_events (owner_id, schedule_name, at, type, tick_at, job_id, data)
+             SELECT o, n, a, t, k, j, d FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::timestamptz[],
+                                  $6::uuid[], $7::jsonb[]) WITH ORDINALITY AS e(o, n, a, t, k, j, d, ord)
+             ORDER BY ord",
+        )
+        .bind(&owners)
+        .bind(&names)
+        .bind(&ats)
+        .bind(&kinds)
+        .bind(&ticks)
+        .bind(&jobs)
+        .bind(&data)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
     }
 }

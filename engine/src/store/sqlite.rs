@@ -20,13 +20,13 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, JobQuery, JobRow, LeaseExtension,
-    NewActivity, NewAttempt, NewEvent, NewJob, Store, StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow,
-    WorkflowClaimFilter,
+    NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store, StoreResult, StoreTx,
+    StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
     ActivityOptions, ActivityStatus, ActivityView, AttemptStatus, Certification, CompletionOutcome, Contract,
-    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, Scope, StuckAttempt,
+    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, Scope, ScheduleEvent, ScheduleView, StuckAttempt,
 };
 
 /// The migrations of `migrations/sqlite`, embedded in the binary.
@@ -148,6 +148,36 @@ const ACTIVITY_COLUMNS: &str = "owner_id, id, job_id, seq, name, providers, opti
 const ATTEMPT_COLUMNS: &str = "owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, \
      worker_id, lease_token, lease_expires_at, read_version, heartbeat_at, started_at, unknown_at, finished_at, \
      error, completion_outcome, cancelled_by, cancel_reason, created_at";
+
+const SCHEDULE_COLUMNS: &str = "owner_id, name, cron, timezone, job, overlap, catchup_window_s, paused, \
+     next_fire_at, last_fired_at, last_job_id, fired_count, skipped_overlap_count, skipped_too_old_count, \
+     version, created_at, updated_at";
+
+fn schedule_row(row: &SqliteRow) -> StoreResult<ScheduleRow> {
+    let overlap: String = row.try_get("overlap")?;
+    let count = |column: &str| -> StoreResult<u64> { Ok(row.try_get::<i64, _>(column)?.max(0) as u64) };
+    Ok(ScheduleRow {
+        view: ScheduleView {
+            name: row.try_get("name")?,
+            owner: row.try_get("owner_id")?,
+            cron: row.try_get("cron")?,
+            timezone: row.try_get("timezone")?,
+            job: json(row, "job")?,
+            overlap: super::overlap_of(&overlap)?,
+            catchup_window_s: count("catchup_window_s")?,
+            paused: row.try_get("paused")?,
+            next_fire_at: opt_ts(row, "next_fire_at")?,
+            last_fired_at: opt_ts(row, "last_fired_at")?,
+            last_job_id: opt_uid(row, "last_job_id")?,
+            fired_count: count("fired_count")?,
+            skipped_overlap_count: count("skipped_overlap_count")?,
+            skipped_too_old_count: count("skipped_too_old_count")?,
+            created_at: req_ts(row, "created_at")?,
+            updated_at: req_ts(row, "updated_at")?,
+        },
+        version: row.try_get("version")?,
+    })
+}
 
 fn job_row(row: &SqliteRow) -> StoreResult<JobRow> {
     let kind: String = row.try_get("kind")?;
@@ -563,6 +593,55 @@ impl Store for SqliteStore {
             .await?;
         Box::new(tx).commit().await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn schedule(&self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>> {
+        let row = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = ? AND name = ?"))
+            .bind(owner)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(schedule_row).transpose()
+    }
+
+    async fn list_schedules(&self, owner: &str) -> StoreResult<Vec<ScheduleRow>> {
+        let rows = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = ? ORDER BY name"))
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(schedule_row).collect()
+    }
+
+    async fn schedule_events(&self, owner: &str, name: &str, limit: i64) -> StoreResult<Vec<ScheduleEvent>> {
+        let rows = sqlx::query(
+            "SELECT * FROM (SELECT id, at, type, tick_at, job_id, data FROM schedule_events
+                            WHERE owner_id = ? AND schedule_name = ? ORDER BY id DESC LIMIT ?)
+             ORDER BY id",
+        )
+        .bind(owner)
+        .bind(name)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ScheduleEvent {
+                    id: r.try_get("id")?,
+                    at: req_ts(r, "at")?,
+                    kind: r.try_get("type")?,
+                    tick_at: opt_ts(r, "tick_at")?,
+                    job_id: opt_uid(r, "job_id")?,
+                    data: json(r, "data")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn next_schedule_fire_at(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        let next: Option<i64> = sqlx::query_scalar("SELECT min(next_fire_at) FROM schedules WHERE NOT paused")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(next.map(ts))
     }
 
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
@@ -1270,5 +1349,125 @@ impl StoreTx for SqliteTx {
         .fetch_all(&mut *self.tx)
         .await?;
         rows.iter().map(|r| Ok((r.try_get("owner_id")?, uid(r, "id")?))).collect()
+    }
+
+    async fn lock_schedule(&mut self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>> {
+        // The write transaction is the only writer: reading is locking.
+        let row = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = ? AND name = ?"))
+            .bind(owner)
+            .bind(name)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(schedule_row).transpose()
+    }
+
+    async fn insert_schedule(&mut self, s: &ScheduleRow) -> StoreResult<bool> {
+        let v = &s.view;
+        // One schedule per (owner, name): a concurrent creator inserts nothing.
+        let done = sqlx::query(
+            "INSERT INTO schedules (owner_id, name, cron, timezone, job, overlap, catchup_window_s, paused,
+                                    next_fire_at, version, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
+             ON CONFLICT (owner_id, name) DO NOTHING",
+        )
+        .bind(&v.owner)
+        .bind(&v.name)
+        .bind(&v.cron)
+        .bind(&v.timezone)
+        .bind(v.job.to_string())
+        .bind(v.overlap.as_str())
+        .bind(v.catchup_window_s as i64)
+        .bind(v.paused)
+        .bind(v.next_fire_at.map(|t| t.timestamp_micros()))
+        .bind(s.version)
+        .bind(v.created_at.timestamp_micros())
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn update_schedule(&mut self, s: &ScheduleRow) -> StoreResult<bool> {
+        let v = &s.view;
+        // Schedule CAS: only a writer that read the current version changes the schedule,
+        // so a tick is advanced (and fired) once, and a stale writer changes nothing.
+        let done = sqlx::query(
+            "UPDATE schedules
+             SET cron = ?4, timezone = ?5, job = ?6, overlap = ?7, catchup_window_s = ?8, paused = ?9,
+                 next_fire_at = ?10, last_fired_at = ?11, last_job_id = ?12, fired_count = ?13,
+                 skipped_overlap_count = ?14, skipped_too_old_count = ?15, updated_at = ?16,
+                 version = version + 1
+             WHERE owner_id = ?1 AND name = ?2 AND version = ?3",
+        )
+        .bind(&v.owner)
+        .bind(&v.name)
+        .bind(s.version)
+        .bind(&v.cron)
+        .bind(&v.timezone)
+        .bind(v.job.to_string())
+        .bind(v.overlap.as_str())
+        .bind(v.catchup_window_s as i64)
+        .bind(v.paused)
+        .bind(v.next_fire_at.map(|t| t.timestamp_micros()))
+        .bind(v.last_fired_at.map(|t| t.timestamp_micros()))
+        .bind(v.last_job_id.map(|j| j.to_string()))
+        .bind(v.fired_count as i64)
+        .bind(v.skipped_overlap_count as i64)
+        .bind(v.skipped_too_old_count as i64)
+        .bind(v.updated_at.timestamp_micros())
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn delete_schedule(&mut self, owner: &str, name: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM schedules WHERE owner_id = ? AND name = ?")
+            .bind(owner)
+            .bind(name)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn lock_due_schedules(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ScheduleRow>> {
+        // Scheduler loop: the write transaction is the only writer, so each due schedule
+        // is taken by one engine at a time.
+        let rows = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE NOT paused AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ?"
+        ))
+        .bind(now.timestamp_micros())
+        .bind(limit)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter().map(schedule_row).collect()
+    }
+
+    async fn job_status(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobStatus>> {
+        let status: Option<String> = sqlx::query_scalar("SELECT status FROM jobs WHERE owner_id = ? AND id = ?")
+            .bind(owner)
+            .bind(job_id.to_string())
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        status.map(|s| JobStatus::parse(&s).ok_or_else(|| corrupt("job status", &s))).transpose()
+    }
+
+    async fn append_schedule_events(&mut self, events: &[NewScheduleEvent]) -> StoreResult<()> {
+        for e in events {
+            // The write transaction is the only writer, so numbering after the maximum is safe.
+            sqlx::query(
+                "INSERT INTO schedule_events (owner_id, schedule_name, id, at, type, tick_at, job_id, data)
+                 SELECT ?1, ?2, COALESCE(MAX(id), 0) + 1, ?3, ?4, ?5, ?6, ?7
+                 FROM schedule_events WHERE owner_id = ?1 AND schedule_name = ?2",
+            )
+            .bind(&e.owner_id)
+            .bind(&e.schedule_name)
+            .bind(e.at.timestamp_micros())
+            .bind(e.kind)
+            .bind(e.tick_at.map(|t| t.timestamp_micros()))
+            .bind(e.job_id.map(|j| j.to_string()))
+            .bind(e.data.to_string())
+            .execute(&mut *self.tx)
+            .await?;
+        }
+        Ok(())
     }
 }
