@@ -29,7 +29,8 @@ pub mod store;
 
 pub use domain::{
     ClaimRequest, Completion, CompletionBody, Engine, HeartbeatAck, JobListQuery, JobPage,
-    ReapReport, SchedulePut, ScheduleReport, StuckAttemptsQuery, Submission, WorkflowTaskOutcome,
+    tick_key, CronSpec, ReapReport, SchedulePut, ScheduleReport, ScheduleRequestBody, StuckAttemptsQuery, Submission,
+    WorkflowTaskOutcome,
 };
 pub use error::{EngineError, StoreError};
 pub use request::{JobRequest, JobTarget};

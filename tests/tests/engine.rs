@@ -9,5 +9,6 @@ mod engine {
     mod intervene;
     mod isolation;
     mod leases;
+    mod schedules;
     mod store_guards;
 }

@@ -9,6 +9,7 @@ mod http {
     mod jobs;
     mod metrics;
     mod process;
+    mod schedules;
     mod service;
     mod story;
     mod worker;

@@ -68,4 +68,36 @@ rules! {
         let (ok, _, stderr) = run(vec!["attempts".into(), "cancel".into(), attempt, "--reason".into(), "again".into(), "--token".into(), "of_nope".into()]).await.unwrap();
         assert!(!ok && stderr.contains("unauthenticated"), "{stderr}");
     }
+
+    async fn schedules_are_listed_shown_paused_and_resumed_from_the_terminal(db) {
+        let server = TestServer::start(db).await;
+        let put = server.api.send(reqwest::Method::PUT, "/v1/schedules/digest", Some(&server.tokens.client), &[],
+            Some(&json!({"cron": "* * * * * *", "overlap": "allow", "job": {"workflow": "digest", "input": {}}}))).await;
+        assert_eq!(put.status.as_u16(), 201);
+        wait_for("a tick", std::time::Duration::from_secs(10), || async {
+            server.api.get("/v1/schedules/digest", &server.tokens.client).await.body["fired_count"].as_u64() >= Some(1)
+        }).await;
+        let env = [("ONCEFLOW_URL", server.api.url.clone()), ("ONCEFLOW_TOKEN", server.tokens.client.clone())];
+        let run = |args: &'static [&'static str]| {
+            let env = env.clone();
+            tokio::task::spawn_blocking(move || {
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                onceflow(args, &env)
+            })
+        };
+        let (ok, list, stderr) = run(&["schedules", "list"]).await.unwrap();
+        assert!(ok, "{stderr}");
+        assert!(list.contains("digest") && list.contains("* * * * * *") && list.contains("active"), "{list}");
+        let (ok, show, stderr) = run(&["schedules", "show", "digest"]).await.unwrap();
+        assert!(ok, "{stderr}");
+        assert!(show.contains("fired") && show.contains("created") && show.contains("UTC"), "{show}");
+        let (ok, paused, stderr) = run(&["schedules", "pause", "digest"]).await.unwrap();
+        assert!(ok && paused.contains("paused"), "{paused}{stderr}");
+        assert_eq!(server.api.get("/v1/schedules/digest", &server.tokens.client).await.body["paused"], json!(true));
+        let (ok, resumed, stderr) = run(&["schedules", "resume", "digest"]).await.unwrap();
+        assert!(ok && resumed.contains("active"), "{resumed}{stderr}");
+        assert_eq!(server.api.get("/v1/schedules/digest", &server.tokens.client).await.body["paused"], json!(false));
+        let (ok, _, stderr) = run(&["schedules", "show", "nope"]).await.unwrap();
+        assert!(!ok && stderr.contains("not_found"), "{stderr}");
+    }
 }

@@ -63,6 +63,9 @@ rules! {
             (Method::POST, format!("/v1/attempts/{attempt_id}/cancel"), &t.operator),
             (Method::POST, "/v1/tokens".into(), &t.admin),
             (Method::DELETE, "/v1/tokens/zzz".into(), &t.admin),
+            (Method::PUT, "/v1/schedules/fuzz".into(), &t.client),
+            (Method::POST, "/v1/schedules/fuzz/pause".into(), &t.client),
+            (Method::GET, "/v1/schedules/fuzz/events?limit=99999999999999999999".into(), &t.client),
         ];
         let fixed: Vec<Vec<u8>> = vec![
             vec![], b"null".to_vec(), b"[]".to_vec(), b"{".to_vec(), b"\"str\"".to_vec(), b"1e400".to_vec(),
@@ -71,6 +74,8 @@ rules! {
             br#"{"activity": "generate", "providers": ["p"], "options": {"heartbeat_timeout_s": -1}}"#.to_vec(),
             br#"{"activity": "generate", "providers": ["p"], "options": {"retry": {"multiplier": 1e308}}}"#.to_vec(),
             br#"{"output_schema": {"$ref": "http://127.0.0.1:1/x"}, "activity": "a"}"#.to_vec(),
+            br#"{"cron": "* * * * * * * * *", "job": {"workflow": "w"}, "timezone": "\u0000"}"#.to_vec(),
+            br#"{"cron": "0 0 0 31 2 * 2099", "job": {"workflow": "w"}, "catchup_window_s": 18446744073709551615}"#.to_vec(),
         ];
         let mut rng = Xorshift(0x5eed_1234_abcd_0001);
         let mut sent = 0;
