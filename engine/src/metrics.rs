@@ -19,6 +19,7 @@ pub struct Metrics {
     failovers: IntCounter,
     failovers_skipped: IntCounter,
     events: IntCounterVec,
+    schedule_ticks: IntCounterVec,
     /// Gauges set at scrape time from the database.
     live_attempts: IntGaugeVec,
     blocked_activities: IntGauge,
@@ -61,7 +62,12 @@ impl Default for Metrics {
             "Age of the oldest unknown attempt (0 when none).",
         )
         .unwrap_or_else(|e| panic!("metric: {e}"));
-        for c in [&attempts_finished, &events] {
+        let schedule_ticks = IntCounterVec::new(
+            Opts::new("onceflow_schedule_ticks_total", "Schedule ticks this process handled, by outcome: fired, skipped_overlap, skipped_too_old."),
+            &["outcome"],
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
+        for c in [&attempts_finished, &events, &schedule_ticks] {
             registry.register(Box::new(c.clone())).unwrap_or_else(|e| panic!("register: {e}"));
         }
         registry.register(Box::new(live_attempts.clone())).unwrap_or_else(|e| panic!("register: {e}"));
@@ -81,6 +87,7 @@ impl Default for Metrics {
             attempt_seconds: histogram(&registry, "onceflow_attempt_seconds", "From an attempt starting to its result or error."),
             attempts_finished,
             events,
+            schedule_ticks,
             live_attempts,
             blocked_activities,
             oldest_unknown_age,
@@ -119,6 +126,13 @@ impl Metrics {
                 event::ATTEMPT_CANCELLED => self.attempts_finished.with_label_values(&["cancelled"]).inc(),
                 _ => {}
             }
+        }
+    }
+
+    /// Counts the ticks of a committed scheduler pass.
+    pub(crate) fn schedule_pass(&self, fired: u64, skipped_overlap: u64, skipped_too_old: u64) {
+        for (outcome, n) in [("fired", fired), ("skipped_overlap", skipped_overlap), ("skipped_too_old", skipped_too_old)] {
+            self.schedule_ticks.with_label_values(&[outcome]).inc_by(n);
         }
     }
 

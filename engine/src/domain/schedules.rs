@@ -365,6 +365,7 @@ impl Engine {
         }
         loop {
             let (seen, pass) = retry_transient!(self.run_schedules_once())?;
+            self.metrics.schedule_pass(pass.fired, pass.skipped_overlap, pass.skipped_too_old);
             report.fired += pass.fired;
             report.skipped_overlap += pass.skipped_overlap;
             report.skipped_too_old += pass.skipped_too_old;

@@ -176,6 +176,10 @@ rules! {
         }).await;
         let after = ticks_of_jobs(api, alice, "tick").await;
         assert!((after[ticks.len()] - *ticks.last().unwrap()).num_seconds() >= 2, "paused ticks were not fired late");
+        let text = api.http.get(format!("{}/metrics", api.url)).send().await.unwrap().text().await.unwrap();
+        let fired_line = text.lines().find(|l| l.starts_with("onceflow_schedule_ticks_total{outcome=\"fired\"}")).unwrap_or_default().to_owned();
+        let counted: f64 = fired_line.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0.0);
+        assert!(counted as u64 > fired, "the fired ticks are counted: {fired_line:?} (fired {fired} before the pause)");
         let kinds: Vec<String> = api.get("/v1/schedules/tick/events", alice).await.body["events"].as_array().unwrap()
             .iter().map(|e| e["type"].as_str().unwrap().to_owned()).collect();
         assert!(kinds.contains(&"paused".to_owned()) && kinds.contains(&"resumed".to_owned()) && kinds.contains(&"fired".to_owned()));
