@@ -11,5 +11,6 @@ mod http {
     mod process;
     mod service;
     mod story;
+    mod ui;
     mod worker;
 }

@@ -2,6 +2,7 @@
 //! [`Engine`]; every rejection is a JSON error from [`error::ApiError`].
 
 pub mod admin;
+pub mod console;
 pub mod error;
 pub mod extract;
 pub mod jobs;
@@ -107,6 +108,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(service::healthz))
         .routes(routes!(service::readyz))
         .routes(routes!(service::metrics))
+        .routes(routes!(console::whoami))
+        .routes(routes!(console::list_contracts))
 }
 
 /// The OpenAPI document of the routes the server serves, generated from the handlers'
