@@ -8,6 +8,7 @@ pub mod extract;
 pub mod jobs;
 pub mod operator;
 pub mod service;
+pub mod ui;
 pub mod worker;
 
 use std::net::SocketAddr;
@@ -118,6 +119,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, mut doc) = api_routes().split_for_parts();
     let (_, poll) = OpenApiRouter::<AppState>::new().routes(routes!(worker::poll)).split_for_parts();
     doc.merge(poll);
+    let (_, ui) = OpenApiRouter::<AppState>::new().routes(routes!(ui::index)).split_for_parts();
+    doc.merge(ui);
     doc
 }
 
@@ -134,6 +137,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(poll)
+        .merge(ui::routes())
         .route("/openapi.json", axum::routing::get(move || { let doc = doc.clone(); async move { Json(doc.as_ref().clone()) } }))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -7,6 +7,11 @@ use onceflow_tests::server::TestServer;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
+async fn raw_get(server: &TestServer, path: &str) -> reqwest::Response {
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    http.get(format!("{}{path}", server.api.url)).send().await.expect("the server answers")
+}
+
 fn ids(reply: &Value) -> Vec<String> {
     reply["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()).collect()
 }
@@ -16,6 +21,31 @@ fn query_time(t: &Value) -> String {
 }
 
 rules! {
+    async fn the_ui_page_and_its_assets_are_served_without_a_token_with_their_content_types(db) {
+        let server = TestServer::start(db).await;
+        for (path, content_type, needle) in [
+            ("/ui/", "text/html; charset=utf-8", "<script src=\"/ui/app.js\""),
+            ("/ui/app.js", "text/javascript; charset=utf-8", "sessionStorage"),
+            ("/ui/app.css", "text/css; charset=utf-8", "--succeeded"),
+            ("/ui/jobs/some/deep/link", "text/html; charset=utf-8", "<script src=\"/ui/app.js\""),
+        ] {
+            let reply = raw_get(&server, path).await;
+            assert_eq!(reply.status(), StatusCode::OK, "{path}");
+            assert_eq!(reply.headers()["content-type"], content_type, "{path}");
+            assert_eq!(reply.headers()["x-content-type-options"], "nosniff", "{path}");
+            assert!(reply.text().await.unwrap().contains(needle), "{path} contains {needle}");
+        }
+        let page = raw_get(&server, "/ui/").await;
+        assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));
+        let bare = raw_get(&server, "/ui").await;
+        assert!(bare.status().is_redirection(), "{}", bare.status());
+        assert_eq!(bare.headers()["location"], "/ui/");
+        let doc = server.api.send(Method::GET, "/openapi.json", None, &[], None).await;
+        for (path, method) in [("/ui/", "get"), ("/v1/whoami", "get"), ("/v1/contracts", "get")] {
+            assert!(doc.body["paths"][path][method].is_object(), "{method} {path} is documented");
+        }
+    }
+
     async fn whoami_tells_any_token_its_owner_and_role(db) {
         let server = TestServer::start(db).await;
         let t = &server.tokens;
