@@ -230,6 +230,9 @@ rules! {
         browser.click("#nav a[data-page='providers']").await;
         browser.wait_text("#providers section[data-activity='generate'] tr[data-provider='fallback-llm']", &["fallback-llm", "passed", "failover may use it"]).await;
         browser.wait_text("#providers section[data-activity='generate']", &["current", "owner *"]).await;
+        if db.backend() == onceflow_tests::Backend::Postgres {
+            browser.save_screenshot(&artifacts_dir().join("providers.png")).await;
+        }
 
         // The engine fails over: the fallback returns first and wins; the primary's late answer loses.
         let b = server.api.poll(worker, "fallback-llm", 5000).await.remove(0);
@@ -243,6 +246,9 @@ rules! {
         browser.click("#nav a[data-page='jobs']").await;
         let job_row = format!("#jobs-table tr[data-job-id='{job_id}']");
         browser.wait_text(&job_row, &["order-42", "succeeded"]).await;
+        if db.backend() == onceflow_tests::Backend::Postgres {
+            browser.save_screenshot(&artifacts_dir().join("jobs.png")).await;
+        }
         browser.click(&format!("{job_row} a")).await;
         browser.wait_text("#job-status", &["succeeded"]).await;
         browser.wait_text("#job-result", &["from the fallback"]).await;
