@@ -381,3 +381,54 @@ pub struct ScheduleEventList {
     /// Newest last; at most the latest `limit` (default 100).
     pub events: Vec<crate::model::ScheduleEvent>,
 }
+
+/// `GET /v1/whoami`: who the bearer token acts for and what it may do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WhoAmI {
+    /// The owner the token acts for (`*` for platform workers).
+    pub owner: String,
+    /// `client`, `worker`, `operator` or `admin`.
+    pub role: crate::model::Role,
+}
+
+/// The latest certification run of one provider against one contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ProviderCertification {
+    /// The provider that ran the contract tests.
+    pub provider: String,
+    /// Whether it passed; failover to it needs a pass against the current contract.
+    pub passed: bool,
+    /// The test run's report, as the worker sent it.
+    #[schema(value_type = Object)]
+    pub report: Value,
+    /// When it was recorded.
+    pub recorded_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A registered output contract with each provider's latest certification for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ContractSummary {
+    /// The owner the contract belongs to (`*`: every owner's jobs use it unless they have their own).
+    pub owner: String,
+    /// The activity whose results it constrains.
+    pub activity: String,
+    /// Names the schema; certifications refer to it.
+    pub contract_hash: String,
+    /// The JSON Schema every committed result must satisfy.
+    #[schema(value_type = Object)]
+    pub output_schema: Value,
+    /// When the contract was (last) registered.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// Whether it is the owner's current contract for the activity (the most recently
+    /// registered); certifications of other contracts no longer count.
+    pub current: bool,
+    /// The latest certification of each provider against this contract, by provider name.
+    pub certifications: Vec<ProviderCertification>,
+}
+
+/// `{"contracts": [...]}`: by owner and activity, the current contract first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ContractList {
+    /// The contracts visible to the token.
+    pub contracts: Vec<ContractSummary>,
+}

@@ -195,8 +195,14 @@ pub fn onceflow_binary() -> PathBuf {
             let exe = std::env::current_exe().expect("test executable path");
             let target_profile = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>/deps");
             let target_dir = target_profile.parent().expect("target dir");
+            // The same profile as these tests (`target/debug` is `dev`), so that the binary
+            // is built from the same sources into the directory looked in below.
+            let profile = match target_profile.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => "dev".to_owned(),
+                Some(other) => other.to_owned(),
+            };
             let status = Command::new(env!("CARGO"))
-                .args(["build", "--quiet", "-p", "onceflow-engine", "--bin", "onceflow"])
+                .args(["build", "--quiet", "--profile", &profile, "-p", "onceflow-engine", "--bin", "onceflow"])
                 .env("CARGO_TARGET_DIR", target_dir)
                 .status()
                 .expect("run cargo build for the onceflow binary");

@@ -12,5 +12,6 @@ mod http {
     mod schedules;
     mod service;
     mod story;
+    mod ui;
     mod worker;
 }

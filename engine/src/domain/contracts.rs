@@ -1,5 +1,6 @@
 //! Output contracts and certifications (invariant 6).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -9,7 +10,8 @@ use uuid::Uuid;
 
 use super::Engine;
 use crate::error::{EngineError, StoreError};
-use crate::model::{Certification, Contract};
+use crate::model::{Certification, Contract, Scope};
+use onceflow_protocol::api::{ContractSummary, ProviderCertification};
 use crate::request::{canonical_json, sha256_hex};
 
 /// Compiled validators by contract hash. A hash names one schema forever, so entries
@@ -121,5 +123,52 @@ impl Engine {
             tracing::warn!(owner, activity, provider, contract_hash, "provider certification failed: failover to it is blocked");
         }
         Ok(certification)
+    }
+}
+
+impl Engine {
+    /// The output contracts visible in `scope`, by owner and activity with the current
+    /// contract first, each with the certification of each provider that counts for it:
+    /// the provider's latest run against that hash by the contract's owner, else by `*`
+    /// (as failover judges it). A single-owner scope sees its own contracts and those of
+    /// `*`, which its jobs fall back on.
+    pub async fn contracts(&self, scope: &Scope) -> Result<Vec<ContractSummary>, EngineError> {
+        let owners = scope.owner().map(|o| if o == "*" { vec![o.to_owned()] } else { vec![o.to_owned(), "*".to_owned()] });
+        let records = self.store.list_contracts(owners.as_deref()).await?;
+        let mut certifications: HashMap<(String, String, String), Vec<Certification>> = HashMap::new();
+        for c in self.store.latest_certifications(owners.as_deref()).await? {
+            certifications.entry((c.owner.clone(), c.activity.clone(), c.contract_hash.clone())).or_default().push(c);
+        }
+        let mut seen_current = std::collections::HashSet::new();
+        let mut summaries = Vec::with_capacity(records.len());
+        for record in records {
+            let contract = record.contract;
+            // Records come newest first per (owner, activity): the first is the current one.
+            let current = seen_current.insert((contract.owner.clone(), contract.activity.clone()));
+            let key = |owner: &str| (owner.to_owned(), contract.activity.clone(), contract.contract_hash.clone());
+            let own = certifications.get(&key(&contract.owner)).cloned().unwrap_or_default();
+            let platform = if contract.owner == "*" { Vec::new() } else { certifications.get(&key("*")).cloned().unwrap_or_default() };
+            let mut by_provider: Vec<ProviderCertification> = own
+                .iter()
+                .chain(platform.iter().filter(|p| !own.iter().any(|o| o.provider == p.provider)))
+                .map(|c| ProviderCertification {
+                    provider: c.provider.clone(),
+                    passed: c.passed,
+                    report: c.report.clone(),
+                    recorded_at: c.created_at,
+                })
+                .collect();
+            by_provider.sort_by(|a, b| a.provider.cmp(&b.provider));
+            summaries.push(ContractSummary {
+                owner: contract.owner,
+                activity: contract.activity,
+                contract_hash: contract.contract_hash,
+                output_schema: contract.output_schema,
+                created_at: record.registered_at,
+                current,
+                certifications: by_provider,
+            });
+        }
+        Ok(summaries)
     }
 }

@@ -1,6 +1,7 @@
 //! Read views: a job with its activities and attempts, its history, job lists and stuck
 //! attempts. Reads never change state.
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::Engine;
@@ -23,6 +24,10 @@ pub struct JobListQuery {
     pub limit: Option<u32>,
     /// The cursor from a previous page's `next`.
     pub after: Option<String>,
+    /// Only jobs created at or after this moment.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Only jobs created before this moment.
+    pub created_before: Option<DateTime<Utc>>,
 }
 
 /// One page of jobs, newest first.
@@ -82,6 +87,8 @@ impl Engine {
                 workflow: query.workflow.clone(),
                 activity: query.activity.clone(),
                 before_id,
+                created_after: query.created_after,
+                created_before: query.created_before,
                 limit: i64::from(limit) + 1,
             })
             .await?;

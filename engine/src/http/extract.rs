@@ -77,6 +77,10 @@ pub trait Roles: Send + Sync + 'static {
 pub struct ClientRole;
 /// Role `client` or `operator` (reads).
 pub struct ReaderRole;
+/// Role `client`, `worker` or `operator` (reads of contracts and certifications).
+pub struct ContractReaderRole;
+/// Any role: every valid token.
+pub struct AnyRole;
 /// Role `worker`.
 pub struct WorkerRole;
 /// Role `operator`.
@@ -89,6 +93,12 @@ impl Roles for ClientRole {
 }
 impl Roles for ReaderRole {
     const ALLOWED: &'static [Role] = &[Role::Client, Role::Operator];
+}
+impl Roles for ContractReaderRole {
+    const ALLOWED: &'static [Role] = &[Role::Client, Role::Worker, Role::Operator];
+}
+impl Roles for AnyRole {
+    const ALLOWED: &'static [Role] = &[Role::Client, Role::Worker, Role::Operator, Role::Admin];
 }
 impl Roles for WorkerRole {
     const ALLOWED: &'static [Role] = &[Role::Worker];
@@ -198,6 +208,19 @@ impl QueryPairs {
             .map(|v| {
                 v.parse::<u64>()
                     .map_err(|_| EngineError::invalid_request(format!("{name}: must be a non-negative integer")).into())
+            })
+            .transpose()
+    }
+}
+
+impl QueryPairs {
+    /// `name` parsed as an RFC 3339 time (e.g. `2026-12-02T16:00:00Z`), if given.
+    pub fn time(&self, name: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, ApiError> {
+        self.get(name)
+            .map(|v| {
+                chrono::DateTime::parse_from_rfc3339(v)
+                    .map(|t| t.with_timezone(&chrono::Utc))
+                    .map_err(|_| EngineError::invalid_request(format!("{name}: must be an RFC 3339 time")).into())
             })
             .transpose()
     }

@@ -70,7 +70,9 @@ pub async fn job_events(State(state): State<AppState>, caller: As<ReaderRole>, P
 #[utoipa::path(get, path = "/v1/jobs", tag = "client",
     params(
         ("status" = Option<String>, Query), ("workflow" = Option<String>, Query), ("activity" = Option<String>, Query),
-        ("owner" = Option<String>, Query, description = "operators only"),
+        ("owner" = Option<String>, Query, description = "operators only; ignored for a client token"),
+        ("created_after" = Option<String>, Query, description = "RFC 3339: only jobs created at or after this moment"),
+        ("created_before" = Option<String>, Query, description = "RFC 3339: only jobs created before this moment"),
         ("limit" = Option<u32>, Query, description = "1–500, default 50"), ("after" = Option<String>, Query, description = "cursor")),
     responses((status = 200, body = JobList), (status = 400, description = "invalid_request", body = ErrorBody)))]
 pub async fn list_jobs(State(state): State<AppState>, caller: As<ReaderRole>, query: QueryPairs) -> ApiResult<Json<JobList>> {
@@ -90,6 +92,8 @@ pub async fn list_jobs(State(state): State<AppState>, caller: As<ReaderRole>, qu
                 activity: query.get("activity").map(str::to_owned),
                 limit,
                 after: query.get("after").map(str::to_owned),
+                created_after: query.time("created_after")?,
+                created_before: query.time("created_before")?,
             },
         )
         .await?;

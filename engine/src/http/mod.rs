@@ -2,12 +2,14 @@
 //! [`Engine`]; every rejection is a JSON error from [`error::ApiError`].
 
 pub mod admin;
+pub mod console;
 pub mod error;
 pub mod extract;
 pub mod jobs;
 pub mod operator;
 pub mod schedules;
 pub mod service;
+pub mod ui;
 pub mod worker;
 
 use std::net::SocketAddr;
@@ -113,6 +115,8 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(service::healthz))
         .routes(routes!(service::readyz))
         .routes(routes!(service::metrics))
+        .routes(routes!(console::whoami))
+        .routes(routes!(console::list_contracts))
 }
 
 /// The OpenAPI document of the routes the server serves, generated from the handlers'
@@ -121,6 +125,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, mut doc) = api_routes().split_for_parts();
     let (_, poll) = OpenApiRouter::<AppState>::new().routes(routes!(worker::poll)).split_for_parts();
     doc.merge(poll);
+    let (_, ui) = OpenApiRouter::<AppState>::new().routes(routes!(ui::index)).split_for_parts();
+    doc.merge(ui);
     doc
 }
 
@@ -137,6 +143,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(poll)
+        .merge(ui::routes())
         .route("/openapi.json", axum::routing::get(move || { let doc = doc.clone(); async move { Json(doc.as_ref().clone()) } }))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -296,8 +296,21 @@ pub struct JobQuery {
     pub activity: Option<String>,
     /// Only jobs older than this id (the cursor).
     pub before_id: Option<Uuid>,
+    /// Only jobs created at or after this moment.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Only jobs created before this moment.
+    pub created_before: Option<DateTime<Utc>>,
     /// At most this many jobs.
     pub limit: i64,
+}
+
+/// A registered output contract with the moment it was (last) registered.
+#[derive(Debug, Clone)]
+pub struct ContractRecord {
+    /// The contract.
+    pub contract: Contract,
+    /// When it was registered; the latest of an (owner, activity) is the current one.
+    pub registered_at: DateTime<Utc>,
 }
 
 /// Filters for listing stuck attempts across owners, oldest first.
@@ -433,6 +446,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Jobs matching the query, newest first, with their activities and attempts.
     async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Vec<JobView>>;
+
+    /// The output contracts of these owners (of every owner when `None`).
+    async fn list_contracts(&self, owners: Option<&[String]>) -> StoreResult<Vec<ContractRecord>>;
+
+    /// The latest certification of each (owner, activity, contract hash, provider) of
+    /// these owners (of every owner when `None`).
+    async fn latest_certifications(&self, owners: Option<&[String]>) -> StoreResult<Vec<Certification>>;
 
     /// Attempts in the given statuses for longer than the given age, oldest first.
     async fn stuck_attempts(&self, query: &StuckQuery) -> StoreResult<Vec<StuckAttempt>>;

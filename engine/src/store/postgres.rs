@@ -12,7 +12,7 @@ use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use super::{
-    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, JobQuery, JobRow,
+    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
     LeaseExtension, NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store,
     StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
 };
@@ -460,6 +460,8 @@ impl Store for PgStore {
                AND ($3::text IS NULL OR workflow = $3)
                AND ($4::text IS NULL OR activity = $4)
                AND ($5::uuid IS NULL OR id < $5)
+               AND ($7::timestamptz IS NULL OR created_at >= $7)
+               AND ($8::timestamptz IS NULL OR created_at < $8)
              ORDER BY id DESC
              LIMIT $6"
         ))
@@ -469,10 +471,41 @@ impl Store for PgStore {
         .bind(query.activity.as_deref())
         .bind(query.before_id)
         .bind(query.limit)
+        .bind(query.created_after)
+        .bind(query.created_before)
         .fetch_all(&self.pool)
         .await?;
         let jobs = rows.iter().map(job_row).collect::<StoreResult<Vec<_>>>()?;
         assemble_views(&self.pool, jobs).await
+    }
+
+    async fn list_contracts(&self, owners: Option<&[String]>) -> StoreResult<Vec<ContractRecord>> {
+        let rows = sqlx::query(
+            "SELECT owner_id, activity, contract_hash, output_schema, registered_at FROM contracts
+             WHERE ($1::text[] IS NULL OR owner_id = ANY($1))
+             ORDER BY owner_id, activity, registered_at DESC, contract_hash",
+        )
+        .bind(owners.map(<[String]>::to_vec))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok(ContractRecord { contract: contract_row(r)?, registered_at: r.try_get("registered_at")? }))
+            .collect()
+    }
+
+    async fn latest_certifications(&self, owners: Option<&[String]>) -> StoreResult<Vec<Certification>> {
+        // Only the latest certification of a provider for a contract hash counts.
+        let rows = sqlx::query(
+            "SELECT DISTINCT ON (owner_id, activity, contract_hash, provider)
+                    id, owner_id, activity, provider, contract_hash, passed, report, created_at
+             FROM certifications
+             WHERE ($1::text[] IS NULL OR owner_id = ANY($1))
+             ORDER BY owner_id, activity, contract_hash, provider, created_at DESC, id DESC",
+        )
+        .bind(owners.map(<[String]>::to_vec))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(certification_row).collect()
     }
 
     async fn stuck_attempts(&self, query: &StuckQuery) -> StoreResult<Vec<StuckAttempt>> {

@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, JobQuery, JobRow, LeaseExtension,
-    NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store, StoreResult, StoreTx,
-    StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
+    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
+    LeaseExtension, NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store,
+    StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
@@ -421,6 +421,7 @@ impl Store for SqliteStore {
              WHERE (?1 IS NULL OR owner_id = ?1) AND (?2 IS NULL OR status = ?2)
                AND (?3 IS NULL OR workflow = ?3) AND (?4 IS NULL OR activity = ?4)
                AND (?5 IS NULL OR id < ?5)
+               AND (?7 IS NULL OR created_at >= ?7) AND (?8 IS NULL OR created_at < ?8)
              ORDER BY id DESC LIMIT ?6"
         ))
         .bind(query.owner.as_deref())
@@ -429,10 +430,55 @@ impl Store for SqliteStore {
         .bind(query.activity.as_deref())
         .bind(before)
         .bind(query.limit)
+        .bind(query.created_after.map(|t| t.timestamp_micros()))
+        .bind(query.created_before.map(|t| t.timestamp_micros()))
         .fetch_all(&self.pool)
         .await?;
         let jobs = rows.iter().map(job_row).collect::<StoreResult<Vec<_>>>()?;
         assemble_views(&self.pool, jobs).await
+    }
+
+    async fn list_contracts(&self, owners: Option<&[String]>) -> StoreResult<Vec<ContractRecord>> {
+        let owners = owners.map(|o| text(&o)).transpose()?;
+        let rows = sqlx::query(
+            "SELECT owner_id, activity, contract_hash, output_schema, registered_at FROM contracts
+             WHERE (?1 IS NULL OR owner_id IN (SELECT value FROM json_each(?1)))
+             ORDER BY owner_id, activity, registered_at DESC, contract_hash",
+        )
+        .bind(owners)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ContractRecord {
+                    contract: Contract {
+                        owner: r.try_get("owner_id")?,
+                        activity: r.try_get("activity")?,
+                        contract_hash: r.try_get("contract_hash")?,
+                        output_schema: json(r, "output_schema")?,
+                    },
+                    registered_at: req_ts(r, "registered_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn latest_certifications(&self, owners: Option<&[String]>) -> StoreResult<Vec<Certification>> {
+        let owners = owners.map(|o| text(&o)).transpose()?;
+        // Only the latest certification of a provider for a contract hash counts.
+        let rows = sqlx::query(
+            "SELECT id, owner_id, activity, provider, contract_hash, passed, report, created_at FROM (
+                 SELECT *, row_number() OVER (PARTITION BY owner_id, activity, contract_hash, provider
+                                              ORDER BY created_at DESC, id DESC) AS n
+                 FROM certifications
+                 WHERE (?1 IS NULL OR owner_id IN (SELECT value FROM json_each(?1)))
+             ) WHERE n = 1
+             ORDER BY owner_id, activity, contract_hash, provider",
+        )
+        .bind(owners)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(certification_row).collect()
     }
 
     async fn stuck_attempts(&self, query: &StuckQuery) -> StoreResult<Vec<StuckAttempt>> {
