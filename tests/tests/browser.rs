@@ -6,5 +6,6 @@
 //! these tests fail (never skip) and say what to install.
 
 mod browser {
+    mod schedules;
     mod story;
 }

@@ -29,13 +29,13 @@ fn find_program(names: &[&str], paths: &[&str]) -> Option<PathBuf> {
 
 /// A chromedriver of our own (in its own process group, with the Chromium it starts) and
 /// a WebDriver session on it. Dropping it kills that process group, and nothing else.
-struct Browser {
-    client: Client,
+pub(super) struct Browser {
+    pub(super) client: Client,
     driver: Child,
 }
 
 impl Browser {
-    async fn start() -> Browser {
+    pub(super) async fn start() -> Browser {
         let chromium = find_program(&["chromium", "chromium-browser"], &["/usr/bin/chromium", "/usr/lib/chromium/chromium"])
             .unwrap_or_else(|| panic!("headless Chromium is not installed: the browser tests need Debian's `chromium` and `chromium-driver` \
                                        packages (`apt-get install -y chromium chromium-driver`; scripts/test installs them when run as root)"));
@@ -74,12 +74,12 @@ impl Browser {
     }
 
     /// Runs a script in the page and returns its value.
-    async fn js(&self, script: &str, args: Vec<Value>) -> Value {
+    pub(super) async fn js(&self, script: &str, args: Vec<Value>) -> Value {
         self.client.execute(script, args).await.unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
     }
 
     /// The text of the first element matching `selector`, if there is one.
-    async fn text(&self, selector: &str) -> Option<String> {
+    pub(super) async fn text(&self, selector: &str) -> Option<String> {
         self.js("const el = document.querySelector(arguments[0]); return el ? el.innerText : null;", vec![json!(selector)])
             .await
             .as_str()
@@ -88,7 +88,7 @@ impl Browser {
 
     /// Waits, polling the DOM, until `selector` matches an element whose text contains
     /// every one of `needles`; returns that text.
-    async fn wait_text(&self, selector: &str, needles: &[&str]) -> String {
+    pub(super) async fn wait_text(&self, selector: &str, needles: &[&str]) -> String {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             let text = self.text(selector).await;
@@ -106,7 +106,7 @@ impl Browser {
     }
 
     /// Waits until `selector` matches nothing.
-    async fn wait_gone(&self, selector: &str) {
+    pub(super) async fn wait_gone(&self, selector: &str) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         while self.text(selector).await.is_some() {
             assert!(tokio::time::Instant::now() < deadline, "timed out waiting for `{selector}` to go away");
@@ -116,7 +116,7 @@ impl Browser {
 
     /// Clicks `selector` once it is there. The live pages re-render every 2 s, so an
     /// element found just before a re-render is stale: then it is found again.
-    async fn click(&self, selector: &str) {
+    pub(super) async fn click(&self, selector: &str) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             self.wait_text(selector, &[]).await;
@@ -133,21 +133,21 @@ impl Browser {
         }
     }
 
-    async fn type_into(&self, selector: &str, text: &str) {
+    pub(super) async fn type_into(&self, selector: &str, text: &str) {
         self.wait_text(selector, &[]).await;
         let el = self.client.find(Locator::Css(selector)).await.expect(selector);
         el.clear().await.expect("clear");
         el.send_keys(text).await.expect("type");
     }
 
-    async fn sign_in(&self, token: &str, expect_who: &str) {
+    pub(super) async fn sign_in(&self, token: &str, expect_who: &str) {
         self.type_into("#token", token).await;
         self.click("#signin").await;
         self.wait_text("#who", &[expect_who]).await;
     }
 
     /// A screenshot of the whole page (the window grown to the page's height first).
-    async fn save_screenshot(&self, path: &Path) {
+    pub(super) async fn save_screenshot(&self, path: &Path) {
         let height = self.js("return document.documentElement.scrollHeight;", vec![]).await.as_u64().unwrap_or(1000);
         self.client.set_window_size(1400, height.clamp(600, 4000) as u32 + 20).await.expect("resize the window");
         let png = self.client.screenshot().await.expect("screenshot");
@@ -167,7 +167,7 @@ impl Drop for Browser {
 }
 
 /// `target/ui-artifacts/`, next to the profile directory this test runs from.
-fn artifacts_dir() -> PathBuf {
+pub(super) fn artifacts_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let target = exe.parent().and_then(Path::parent).and_then(Path::parent).expect("target/<profile>/deps");
     target.join("ui-artifacts")

@@ -1,5 +1,5 @@
 // onceflow web UI: plain JavaScript, no build step. Hash routing:
-//   #/signin  #/jobs?…  #/jobs/{id}  #/stuck  #/providers
+//   #/signin  #/jobs?…  #/jobs/{id}  #/stuck  #/providers  #/schedules  #/schedules/{name}
 // The token the user pastes in lives in this tab's sessionStorage and goes to the API as
 // `Authorization: Bearer`. Every text from the server is put in the page as text, never as HTML.
 'use strict';
@@ -189,6 +189,7 @@
       else if (page === 'jobs') await jobsPage(seq, params);
       else if (page === 'stuck') await stuckPage(seq);
       else if (page === 'providers') await providersPage(seq);
+      else if (page === 'schedules') await schedulesPage(seq, parts[1] ? decodeURIComponent(parts[1]) : null);
       else main.append(h('p', { class: 'error', text: 'No such page: ' + location.hash }));
     } catch (err) {
       if (seq === routeSeq) main.append(h('p', { class: 'error', text: describe(err) }));
@@ -622,6 +623,69 @@
               : h('tr', {}, h('td', { colspan: 4, class: 'muted', text: 'No provider has been certified against this contract.' }))))))));
       results.replaceChildren(...cards);
     });
+  }
+
+  // ---------------------------------------------------------------- schedules
+
+  const scheduleState = (s) => h('span', { class: 'badge s-' + (s.paused ? 'expired' : 'running'), text: s.paused ? 'paused' : 'active' });
+
+  async function schedulesPage(seq, open) {
+    document.title = 'Schedules · onceflow';
+    const results = h('div', { id: 'schedules' });
+    main.append(h('h1', { text: 'Schedules' }),
+      h('p', { class: 'hint' }, 'Each tick of a schedule submits its job once, with the idempotency key ',
+        h('code', { text: 'schedule:{name}:{tick time}' }), ', however many engines run. A tick missed for longer than its catch-up window is skipped and counted; ',
+        'with overlap ', h('b', { text: 'skip' }), ' a tick whose previous job is still open is skipped.'),
+      results);
+    if ((who() || {}).role !== 'client') {
+      results.append(h('p', { class: 'error', id: 'not-client', text: 'Schedules belong to an owner: sign in with a client token to see and pause them.' }));
+      return;
+    }
+    const act = async (name, action) => {
+      try {
+        await api('POST', '/v1/schedules/' + encodeURIComponent(name) + '/' + action);
+        flash('schedule ' + name + (action === 'pause' ? ' paused' : ' resumed'));
+        await refresh();
+      } catch (err) {
+        flash(describe(err), true);
+      }
+    };
+    const refresh = async () => {
+      const list = await api('GET', '/v1/schedules');
+      let events = null;
+      if (open) events = await api('GET', '/v1/schedules/' + encodeURIComponent(open) + '/events?limit=50');
+      if (seq !== routeSeq) return;
+      const rows = list.schedules.map((s) => h('tr', { dataset: { schedule: s.name, paused: String(s.paused) } },
+        h('td', {}, h('a', { href: '#/schedules/' + encodeURIComponent(s.name) }, h('b', { text: s.name }))),
+        h('td', {}, h('code', { text: s.cron }), h('div', { class: 'muted', text: s.timezone })),
+        h('td', {}, scheduleState(s)),
+        h('td', {}, s.next_fire_at ? when(s.next_fire_at) : h('span', { class: 'muted', text: '—' })),
+        h('td', {}, s.last_fired_at ? when(s.last_fired_at) : h('span', { class: 'muted', text: 'never' }),
+          s.last_job_id ? h('div', {}, h('a', { href: '#/jobs/' + s.last_job_id, class: 'mono', text: short(s.last_job_id), title: s.last_job_id })) : null),
+        h('td', { class: 'fired', text: String(s.fired_count) }),
+        h('td', { class: 'skipped', text: s.skipped_overlap_count + ' overlap · ' + s.skipped_too_old_count + ' too old' }),
+        h('td', { text: s.overlap + ' · ' + s.catchup_window_s + ' s' }),
+        h('td', {}, h('button', { type: 'button', class: s.paused ? 'resume' : 'pause', text: s.paused ? 'Resume' : 'Pause',
+          onclick: () => act(s.name, s.paused ? 'resume' : 'pause') }))));
+      const table = h('table', { id: 'schedules-table' },
+        h('thead', {}, h('tr', {}, ['Name', 'Cron', 'State', 'Next tick', 'Last fired', 'Fired', 'Skipped', 'Overlap · window', ''].map((t) => h('th', { text: t })))),
+        h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 9, class: 'muted', text: 'No schedules (create one with PUT /v1/schedules/{name}).' }))));
+      const parts = [table];
+      if (events) {
+        parts.push(h('section', { class: 'card', id: 'schedule-events', dataset: { schedule: open } },
+          h('h2', {}, 'History of ', h('b', { text: open })),
+          h('table', {},
+            h('thead', {}, h('tr', {}, ['At', 'Type', 'Tick', 'Job', 'Data'].map((t) => h('th', { text: t })))),
+            h('tbody', {}, events.events.slice().reverse().map((e) => h('tr', { dataset: { type: e.type } },
+              h('td', {}, when(e.at)),
+              h('td', {}, h('span', { class: 'tag', text: e.type })),
+              h('td', { text: e.tick_at ? localTime(e.tick_at) : '—' }),
+              h('td', {}, e.job_id ? h('a', { href: '#/jobs/' + e.job_id, class: 'mono', text: short(e.job_id), title: e.job_id }) : '—'),
+              h('td', { class: 'mono', text: Object.keys(e.data || {}).length ? JSON.stringify(e.data) : '' })))))));
+      }
+      results.replaceChildren(...parts);
+    };
+    await poll(seq, refresh);
   }
 
   // ---------------------------------------------------------------- start
