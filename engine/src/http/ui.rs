@@ -1,6 +1,6 @@
 //! The web UI: one page, a script and a style sheet, embedded in the binary and served
 //! without auth at `/ui/`. The page's own data calls use the token its user pastes in.
-//! Routing is by hash (`#/jobs`, `#/jobs/{id}`, `#/stuck`, `#/providers`), so any other
+//! Routing is by hash (`#/jobs`, `#/jobs/{id}`, `#/stuck`, `#/providers`, `#/schedules`), so any other
 //! path under `/ui/` serves the page too.
 
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
