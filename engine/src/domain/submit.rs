@@ -100,76 +100,68 @@ impl Engine {
             task_queue: request.task_queue.clone(),
             input: request.input.clone(),
         };
-        // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
-        let Some(inserted) = tx.insert_job(&job).await? else {
-            let existing = tx.job_by_idempotency_key(owner, key).await?.ok_or_else(|| {
-                EngineError::Internal(crate::error::StoreError::Corrupt(
-                    "idempotency key conflicted but no job holds it".into(),
-                ))
-            })?;
-            if existing.fingerprint != fingerprint {
-                return Err(EngineError::IdempotencyKeyReused { job_id: existing.id });
-            }
-            tx.lock_job(owner, existing.id).await?;
-            let mut events = Events::for_job(owner, existing.id);
-            events.push(event::JOB_REPLAYED, None, who, json!({ "idempotency_key": key }));
-            events.flush(tx, &self.metrics).await?;
-            return Ok(Created::Replayed(existing.id));
-        };
-        let mut activities = Vec::new();
-
         let mut events = Events::for_job(owner, job.id);
         events.push(event::JOB_CREATED, None, who, json!({ "idempotency_key": key, "kind": kind }));
-        if let JobTarget::Activity { name, providers, options } = &request.target {
-            let activity = NewActivity {
-                owner_id: owner.to_owned(),
-                id: Uuid::now_v7(),
-                job_id: job.id,
-                seq: 0,
-                name: name.clone(),
-                providers: providers.clone(),
-                options: options.clone(),
-                task_queue: request.task_queue.clone(),
-                input: request.input.clone(),
-            };
-            tx.insert_activity(&activity).await?;
-            let attempt = NewAttempt {
-                owner_id: owner.to_owned(),
-                id: Uuid::now_v7(),
-                activity_id: activity.id,
-                job_id: job.id,
-                number: 1,
-                activity: name.clone(),
-                task_queue: request.task_queue.clone(),
-                provider: providers[0].clone(),
-                delay_ms: 0,
-                schedule_to_start_timeout_s: options.schedule_to_start_timeout_s,
-            };
-            let attempt_row = tx.insert_attempt(&attempt).await?.ok_or_else(|| {
-                EngineError::Internal(crate::error::StoreError::Corrupt(
-                    "a new activity already had a live attempt".into(),
-                ))
-            })?;
-            tx.notify_work(&request.task_queue).await?;
-            events.push(
-                event::ATTEMPT_SCHEDULED,
-                Some(attempt_row.id),
-                who,
-                json!({ "seq": 0, "provider": attempt_row.provider, "number": 1, "reason": "first" }),
-            );
-            activities.push(ActivityView {
-                seq: 0,
-                name: activity.name,
-                providers: activity.providers,
-                status: ActivityStatus::Scheduled,
-                version: 0,
-                completed_by: None,
-                result: None,
-                error: None,
-                attempts: vec![attempt_row.view()],
-            });
-        }
-        events.flush(tx, &self.metrics).await?;
+        let (inserted, activities) = match &request.target {
+            JobTarget::Activity { name, providers, options } => {
+                let activity = NewActivity {
+                    owner_id: owner.to_owned(),
+                    id: Uuid::now_v7(),
+                    job_id: job.id,
+                    seq: 0,
+                    name: name.clone(),
+                    providers: providers.clone(),
+                    options: options.clone(),
+                    task_queue: request.task_queue.clone(),
+                    input: request.input.clone(),
+                };
+                let attempt = NewAttempt {
+                    owner_id: owner.to_owned(),
+                    id: Uuid::now_v7(),
+                    activity_id: activity.id,
+                    job_id: job.id,
+                    number: 1,
+                    activity: name.clone(),
+                    task_queue: request.task_queue.clone(),
+                    provider: providers[0].clone(),
+                    delay_ms: 0,
+                    schedule_to_start_timeout_s: options.schedule_to_start_timeout_s,
+                };
+                events.push(
+                    event::ATTEMPT_SCHEDULED,
+                    Some(attempt.id),
+                    who,
+                    json!({ "seq": 0, "provider": attempt.provider, "number": 1, "reason": "first" }),
+                );
+                // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
+                let Some((inserted, attempt_row)) =
+                    tx.insert_activity_job(&job, &activity, &attempt, &events.pending).await?
+                else {
+                    return self.replay(tx, owner, key, fingerprint, who).await;
+                };
+                self.metrics.events_written(events.pending.iter().map(|e| e.kind));
+                let view = ActivityView {
+                    seq: 0,
+                    name: activity.name,
+                    providers: activity.providers,
+                    status: ActivityStatus::Scheduled,
+                    version: 0,
+                    completed_by: None,
+                    result: None,
+                    error: None,
+                    attempts: vec![attempt_row.view()],
+                };
+                (inserted, vec![view])
+            }
+            JobTarget::Workflow { .. } => {
+                // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
+                let Some(inserted) = tx.insert_job(&job).await? else {
+                    return self.replay(tx, owner, key, fingerprint, who).await;
+                };
+                events.flush(tx, &self.metrics).await?;
+                (inserted, Vec::new())
+            }
+        };
         // The new job as it was created: no read-back needed.
         Ok(Created::New(Box::new(JobView {
             id: inserted.id,
@@ -189,6 +181,22 @@ impl Engine {
             finished_at: inserted.finished_at,
             activities,
         })))
+    }
+
+    /// The key is taken: the same request is a replay of that job; another one is refused
+    /// and changes nothing.
+    async fn replay(&self, tx: &mut dyn StoreTx, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
+        let existing = tx.job_by_idempotency_key(owner, key).await?.ok_or_else(|| {
+            EngineError::Internal(crate::error::StoreError::Corrupt("idempotency key conflicted but no job holds it".into()))
+        })?;
+        if existing.fingerprint != fingerprint {
+            return Err(EngineError::IdempotencyKeyReused { job_id: existing.id });
+        }
+        tx.lock_job(owner, existing.id).await?;
+        let mut events = Events::for_job(owner, existing.id);
+        events.push(event::JOB_REPLAYED, None, who, json!({ "idempotency_key": key }));
+        events.flush(tx, &self.metrics).await?;
+        Ok(Created::Replayed(existing.id))
     }
 }
 

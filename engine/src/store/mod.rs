@@ -513,6 +513,27 @@ pub trait StoreTx: Send {
     /// inserted row, or `None` when the key was taken.
     async fn insert_job(&mut self, job: &NewJob) -> StoreResult<Option<JobRow>>;
 
+    /// Inserts an activity job with its activity 0, that activity's attempt 1 and the
+    /// job's first events, unless `(owner, idempotency key)` exists (invariant 1): then
+    /// nothing is inserted and the answer is `None`. Wakes pollers at commit.
+    async fn insert_activity_job(
+        &mut self,
+        job: &NewJob,
+        activity: &NewActivity,
+        attempt: &NewAttempt,
+        events: &[NewEvent],
+    ) -> StoreResult<Option<(JobRow, AttemptRow)>> {
+        let Some(job_row) = self.insert_job(job).await? else { return Ok(None) };
+        self.insert_activity(activity).await?;
+        let attempt_row = self
+            .insert_attempt(attempt)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("a new activity already had a live attempt".into()))?;
+        self.notify_work(&attempt.task_queue).await?;
+        self.append_events(events).await?;
+        Ok(Some((job_row, attempt_row)))
+    }
+
     /// The job holding an idempotency key.
     async fn job_by_idempotency_key(&mut self, owner: &str, key: &str)
         -> StoreResult<Option<JobRow>>;

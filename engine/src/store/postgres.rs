@@ -873,6 +873,40 @@ pub static OVERDUE_SCHEDULED_SQL: LazyLock<String> = LazyLock::new(|| {
              FOR UPDATE OF j, a SKIP LOCKED".to_owned()
 });
 
+/// The submission of an activity job in one statement: job (dedup insert), activity 0,
+/// attempt 1 and the job's first events, each inserted only from the row before it.
+static INSERT_ACTIVITY_JOB_SQL: LazyLock<String> = LazyLock::new(|| {
+    let attempt_columns: String = ATTEMPT_COLUMNS.split(',').map(|c| format!("t.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    format!(
+        "WITH j AS (
+             INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input, wf_ready)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, false)
+             ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+             RETURNING owner_id, id, status, version, created_at, updated_at
+         ), a AS (
+             INSERT INTO activities (owner_id, id, job_id, seq, name, providers, options, task_queue, input)
+             SELECT j.owner_id, $9, j.id, 0, $10, $11, $12, $7, $13 FROM j
+             RETURNING owner_id, id, job_id
+         ), t AS (
+             INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue,
+                                   provider, available_at, start_deadline_at)
+             SELECT a.owner_id, $14, a.id, a.job_id, $15, $10, $7, $16,
+                    now() + make_interval(secs => $17),
+                    now() + make_interval(secs => $17) + make_interval(secs => $18)
+             FROM a
+             RETURNING {ATTEMPT_COLUMNS}
+         ), e AS (
+             INSERT INTO job_events (owner_id, job_id, seq, type, attempt_id, actor, data)
+             SELECT j.owner_id, j.id, ev.ord, ev.type, ev.attempt_id, ev.actor, ev.data
+             FROM j, unnest($19::text[], $20::uuid[], $21::text[], $22::jsonb[])
+                     WITH ORDINALITY AS ev(type, attempt_id, actor, data, ord)
+         )
+         SELECT {attempt_columns}, j.status AS job_status, j.version AS job_version,
+                j.created_at AS job_created_at, j.updated_at AS job_updated_at
+         FROM j, t"
+    )
+});
+
 /// The channel on which PostgreSQL engines tell each other that work was scheduled.
 const WORK_CHANNEL: &str = "onceflow_work";
 
@@ -915,6 +949,73 @@ impl StoreTx for PgTx {
         .fetch_optional(&mut *self.tx)
         .await?;
         row.as_ref().map(job_row).transpose()
+    }
+
+    async fn insert_activity_job(
+        &mut self,
+        job: &NewJob,
+        activity: &NewActivity,
+        attempt: &NewAttempt,
+        events: &[NewEvent],
+    ) -> StoreResult<Option<(JobRow, AttemptRow)>> {
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
+        let attempts: Vec<Option<Uuid>> = events.iter().map(|e| e.attempt_id).collect();
+        let actors: Vec<&str> = events.iter().map(|e| e.actor.as_str()).collect();
+        let data: Vec<&Value> = events.iter().map(|e| &e.data).collect();
+        // One round trip for the whole submission. Invariant 1: the job insert is
+        // ON CONFLICT DO NOTHING, and the activity, attempt and events are inserted only
+        // from the row it returns, so a taken key inserts nothing at all.
+        let row = sqlx::query(&INSERT_ACTIVITY_JOB_SQL)
+            .bind(&job.owner_id)
+            .bind(job.id)
+            .bind(&job.idempotency_key)
+            .bind(&job.fingerprint)
+            .bind(job.kind.as_str())
+            .bind(&job.activity)
+            .bind(&job.task_queue)
+            .bind(&job.input)
+            .bind(activity.id)
+            .bind(&activity.name)
+            .bind(&activity.providers)
+            .bind(to_json(&activity.options)?)
+            .bind(&activity.input)
+            .bind(attempt.id)
+            .bind(attempt.number)
+            .bind(&attempt.provider)
+            .bind(attempt.delay_ms as f64 / 1000.0)
+            .bind(attempt.schedule_to_start_timeout_s.map(|s| s as f64))
+            .bind(&kinds)
+            .bind(&attempts)
+            .bind(&actors)
+            .bind(&data)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let status: String = row.try_get("job_status")?;
+        let job_row = JobRow {
+            owner_id: job.owner_id.clone(),
+            id: job.id,
+            idempotency_key: job.idempotency_key.clone(),
+            fingerprint: job.fingerprint.clone(),
+            kind: job.kind,
+            workflow: None,
+            activity: job.activity.clone(),
+            task_queue: job.task_queue.clone(),
+            input: job.input.clone(),
+            status: JobStatus::parse(&status).ok_or_else(|| corrupt("job status", &status))?,
+            version: row.try_get("job_version")?,
+            result: None,
+            error: None,
+            completed_by: None,
+            created_at: row.try_get("job_created_at")?,
+            updated_at: row.try_get("job_updated_at")?,
+            finished_at: None,
+            wf_ready: false,
+            wf_lease_token: None,
+            wf_parked: false,
+        };
+        self.wake = true;
+        Ok(Some((job_row, attempt_row(&row)?)))
     }
 
     async fn job_by_idempotency_key(&mut self, owner: &str, key: &str) -> StoreResult<Option<JobRow>> {
