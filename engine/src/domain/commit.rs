@@ -134,13 +134,19 @@ impl Engine {
 
         let read_version = attempt.read_version.unwrap_or(-1);
         // Invariant 4: the CAS commit. The first result to arrive takes the slot.
-        if tx.commit_activity_result(owner, attempt.activity_id, read_version, attempt.id, result).await? {
+        let (won, job_won) = if job.kind == JobKind::Activity {
+            tx.commit_activity_job_result(owner, job.id, job.version, attempt.activity_id, read_version, attempt.id, &LIVE_OR_CANCELLED, result)
+                .await?
+        } else if tx.commit_activity_result(owner, attempt.activity_id, read_version, attempt.id, result).await? {
             tx.finish_attempt(owner, attempt.id, &LIVE_OR_CANCELLED, AttemptStatus::Succeeded, None, Some(CompletionOutcome::Won))
                 .await?;
+            (true, false)
+        } else {
+            (false, false)
+        };
+        if won {
             events.push(event::ATTEMPT_SUCCEEDED, Some(attempt.id), &worker, json!({ "provider": attempt.provider, "number": attempt.number }));
-            if job.kind == JobKind::Activity
-                && tx.commit_job_result(owner, job.id, job.version, Some(attempt.id), result).await?
-            {
+            if job_won {
                 events.push(event::JOB_SUCCEEDED, Some(attempt.id), actor::ENGINE, json!({ "completed_by": attempt.id }));
             }
             if job.kind == JobKind::Workflow {

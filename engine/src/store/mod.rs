@@ -604,6 +604,30 @@ pub trait StoreTx: Send {
         result: &Value,
     ) -> StoreResult<bool>;
 
+    /// The commit of a winning result of an activity job's attempt, in one step: the
+    /// activity CAS (invariant 4) and, only when it takes the slot, the attempt →
+    /// `succeeded` (from one of `from`, outcome `won`) and the job CAS (at `job_version`).
+    /// Returns whether the activity's and the job's slots were taken.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_activity_job_result(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        job_version: i64,
+        activity_id: Uuid,
+        read_version: i64,
+        attempt_id: Uuid,
+        from: &[AttemptStatus],
+        result: &Value,
+    ) -> StoreResult<(bool, bool)> {
+        if !self.commit_activity_result(owner, activity_id, read_version, attempt_id, result).await? {
+            return Ok((false, false));
+        }
+        self.finish_attempt(owner, attempt_id, from, AttemptStatus::Succeeded, None, Some(CompletionOutcome::Won)).await?;
+        let job_won = self.commit_job_result(owner, job_id, job_version, Some(attempt_id), result).await?;
+        Ok((true, job_won))
+    }
+
     /// Closes an open activity (`failed` or `cancelled`), moving its version so that no
     /// later result can take the slot.
     async fn close_activity(

@@ -1230,6 +1230,55 @@ impl StoreTx for PgTx {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn commit_activity_job_result(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        job_version: i64,
+        activity_id: Uuid,
+        read_version: i64,
+        attempt_id: Uuid,
+        from: &[AttemptStatus],
+        result: &Value,
+    ) -> StoreResult<(bool, bool)> {
+        // Invariant 4 in one round trip: the activity CAS takes the slot or nothing
+        // happens; the attempt and the job (its own CAS) move only from the row it took.
+        let row = sqlx::query(
+            "WITH act AS (
+                 UPDATE activities
+                 SET status = 'succeeded', result = $5, completed_by = $4, version = version + 1,
+                     updated_at = now(), finished_at = now()
+                 WHERE owner_id = $1 AND id = $2 AND version = $3 AND completed_by IS NULL
+                 RETURNING id
+             ), att AS (
+                 UPDATE attempts
+                 SET status = 'succeeded', completion_outcome = 'won',
+                     finished_at = COALESCE(finished_at, now()), lease_expires_at = NULL
+                 WHERE owner_id = $1 AND id = $4 AND status = ANY($6) AND EXISTS (SELECT 1 FROM act)
+                 RETURNING id
+             ), jb AS (
+                 UPDATE jobs
+                 SET status = 'succeeded', result = $5, completed_by = $4, version = version + 1,
+                     updated_at = now(), finished_at = now()
+                 WHERE owner_id = $1 AND id = $7 AND version = $8 AND completed_by IS NULL
+                   AND status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM act)
+                 RETURNING id
+             )
+             SELECT EXISTS (SELECT 1 FROM act) AS activity_won, EXISTS (SELECT 1 FROM jb) AS job_won",
+        )
+        .bind(owner)
+        .bind(activity_id)
+        .bind(read_version)
+        .bind(attempt_id)
+        .bind(result)
+        .bind(status_words(from))
+        .bind(job_id)
+        .bind(job_version)
+        .fetch_one(&mut *self.tx)
+        .await?;
+        Ok((row.try_get("activity_won")?, row.try_get("job_won")?))
+    }
+
     async fn close_activity(
         &mut self,
         owner: &str,

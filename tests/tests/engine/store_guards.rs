@@ -23,6 +23,27 @@ async fn held(db: &TestDb) -> (Arc<dyn Store>, Engine, Uuid, Uuid, Uuid, Uuid) {
 }
 
 rules! {
+    async fn the_one_step_win_loses_whole_with_a_stale_version_and_spares_a_moved_job(db) {
+        let (store, _, job, activity, attempt, _) = held(db).await;
+        let live = [AttemptStatus::Started, AttemptStatus::Unknown, AttemptStatus::Scheduled, AttemptStatus::Cancelled];
+        let mut tx = store.begin().await.unwrap();
+        let version = tx.lock_job(ALICE, job).await.unwrap().unwrap().version;
+        // A stale activity version: nothing at all moves.
+        assert_eq!(tx.commit_activity_job_result(ALICE, job, version, activity, 7, attempt, &live, &json!(1)).await.unwrap(), (false, false));
+        assert_eq!(tx.attempt(ALICE, attempt).await.unwrap().unwrap().status, AttemptStatus::Started);
+        assert_eq!(tx.lock_job(ALICE, job).await.unwrap().unwrap().status, JobStatus::Running);
+        // A stale job version: the activity's slot is taken, the job's is not.
+        assert_eq!(tx.commit_activity_job_result(ALICE, job, version + 5, activity, 0, attempt, &live, &json!(1)).await.unwrap(), (true, false));
+        assert_eq!(tx.attempt(ALICE, attempt).await.unwrap().unwrap().status, AttemptStatus::Succeeded);
+        assert_eq!(tx.lock_job(ALICE, job).await.unwrap().unwrap().status, JobStatus::Running);
+        // The slot is taken: a second winner loses whole.
+        let other = Uuid::now_v7();
+        assert_eq!(tx.commit_activity_job_result(ALICE, job, version, activity, 1, other, &live, &json!(2)).await.unwrap(), (false, false));
+        assert_eq!(tx.lock_job(ALICE, job).await.unwrap().unwrap().result, None);
+        let row = tx.activity(ALICE, activity).await.unwrap().unwrap();
+        assert_eq!((row.completed_by, row.result), (Some(attempt), Some(json!(1))));
+    }
+
     async fn the_activity_cas_loses_with_a_stale_version_or_a_taken_slot(db) {
         let (store, _, _, activity, attempt, _) = held(db).await;
         let mut tx = store.begin().await.unwrap();
