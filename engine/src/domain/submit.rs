@@ -7,7 +7,7 @@ use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityView, JobKind, JobView, Scope};
 use crate::request::{check_idempotency_key, JobRequest, JobTarget};
-use crate::store::{NewActivity, NewAttempt, NewJob, StoreTx};
+use crate::store::{AttemptRow, JobRow, NewActivity, NewAttempt, NewJob, StoreTx};
 
 /// The answer to a submission.
 #[derive(Debug, Clone)]
@@ -65,8 +65,23 @@ impl Engine {
         request: &JobRequest,
         fingerprint: &str,
     ) -> Result<Created, EngineError> {
+        let who = actor::client(owner);
+        let rows = Rows::new(owner, key, request, fingerprint, &who);
+        if let Some((activity, attempt)) = &rows.activity {
+            // An activity job is one statement of its own. It inserts nothing only when a
+            // committed job holds the key (a concurrent inserter is waited for): a replay.
+            if let Some((inserted, attempt_row)) = self.store.insert_activity_job_now(&rows.job, activity, attempt, &rows.events.pending).await? {
+                self.metrics.events_written(rows.events.pending.iter().map(|e| e.kind));
+                tracing::info!(job_id = %inserted.id, owner, idempotency_key = key, "job created");
+                return Ok(Created::New(Box::new(created_view(inserted, vec![activity_view(activity, &attempt_row)]))));
+            }
+            let mut tx = self.begin().await?;
+            let replayed = self.replay(tx.as_mut(), owner, key, fingerprint, &who).await?;
+            tx.commit().await?;
+            return Ok(replayed);
+        }
         let mut tx = self.begin().await?;
-        let created = self.submit_in(tx.as_mut(), owner, key, request, fingerprint, &actor::client(owner)).await?;
+        let created = self.insert_rows(tx.as_mut(), rows, owner, key, fingerprint, &who).await?;
         tx.commit().await?;
         if let Created::New(job) = &created {
             tracing::info!(job_id = %job.id, owner, idempotency_key = key, "job created");
@@ -85,6 +100,61 @@ impl Engine {
         fingerprint: &str,
         who: &str,
     ) -> Result<Created, EngineError> {
+        let rows = Rows::new(owner, key, request, fingerprint, who);
+        self.insert_rows(tx, rows, owner, key, fingerprint, who).await
+    }
+
+    async fn insert_rows(&self, tx: &mut dyn StoreTx, rows: Rows, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
+        let Rows { job, activity, events } = rows;
+        let (inserted, activities) = match activity {
+            Some((activity, attempt)) => {
+                // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
+                let Some((inserted, attempt_row)) = tx.insert_activity_job(&job, &activity, &attempt, &events.pending).await? else {
+                    return self.replay(tx, owner, key, fingerprint, who).await;
+                };
+                self.metrics.events_written(events.pending.iter().map(|e| e.kind));
+                let view = activity_view(&activity, &attempt_row);
+                (inserted, vec![view])
+            }
+            None => {
+                // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
+                let Some(inserted) = tx.insert_job(&job).await? else {
+                    return self.replay(tx, owner, key, fingerprint, who).await;
+                };
+                events.flush(tx, &self.metrics).await?;
+                (inserted, Vec::new())
+            }
+        };
+        // The new job as it was created: no read-back needed.
+        Ok(Created::New(Box::new(created_view(inserted, activities))))
+    }
+
+    /// The key is taken: the same request is a replay of that job; another one is refused
+    /// and changes nothing.
+    async fn replay(&self, tx: &mut dyn StoreTx, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
+        let existing = tx.job_by_idempotency_key(owner, key).await?.ok_or_else(|| {
+            EngineError::Internal(crate::error::StoreError::Corrupt("idempotency key conflicted but no job holds it".into()))
+        })?;
+        if existing.fingerprint != fingerprint {
+            return Err(EngineError::IdempotencyKeyReused { job_id: existing.id });
+        }
+        tx.lock_job(owner, existing.id).await?;
+        let mut events = Events::for_job(owner, existing.id);
+        events.push(event::JOB_REPLAYED, None, who, json!({ "idempotency_key": key }));
+        events.flush(tx, &self.metrics).await?;
+        Ok(Created::Replayed(existing.id))
+    }
+}
+
+/// The rows a new job is made of, and the events of its creation.
+struct Rows {
+    job: NewJob,
+    activity: Option<(NewActivity, NewAttempt)>,
+    events: Events,
+}
+
+impl Rows {
+    fn new(owner: &str, key: &str, request: &JobRequest, fingerprint: &str, who: &str) -> Rows {
         let (kind, workflow, activity) = match &request.target {
             JobTarget::Workflow { name } => (JobKind::Workflow, Some(name.clone()), None),
             JobTarget::Activity { name, .. } => (JobKind::Activity, None, Some(name.clone())),
@@ -102,7 +172,8 @@ impl Engine {
         };
         let mut events = Events::for_job(owner, job.id);
         events.push(event::JOB_CREATED, None, who, json!({ "idempotency_key": key, "kind": kind }));
-        let (inserted, activities) = match &request.target {
+        let activity = match &request.target {
+            JobTarget::Workflow { .. } => None,
             JobTarget::Activity { name, providers, options } => {
                 let activity = NewActivity {
                     owner_id: owner.to_owned(),
@@ -133,70 +204,45 @@ impl Engine {
                     who,
                     json!({ "seq": 0, "provider": attempt.provider, "number": 1, "reason": "first" }),
                 );
-                // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
-                let Some((inserted, attempt_row)) =
-                    tx.insert_activity_job(&job, &activity, &attempt, &events.pending).await?
-                else {
-                    return self.replay(tx, owner, key, fingerprint, who).await;
-                };
-                self.metrics.events_written(events.pending.iter().map(|e| e.kind));
-                let view = ActivityView {
-                    seq: 0,
-                    name: activity.name,
-                    providers: activity.providers,
-                    status: ActivityStatus::Scheduled,
-                    version: 0,
-                    completed_by: None,
-                    result: None,
-                    error: None,
-                    attempts: vec![attempt_row.view()],
-                };
-                (inserted, vec![view])
-            }
-            JobTarget::Workflow { .. } => {
-                // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
-                let Some(inserted) = tx.insert_job(&job).await? else {
-                    return self.replay(tx, owner, key, fingerprint, who).await;
-                };
-                events.flush(tx, &self.metrics).await?;
-                (inserted, Vec::new())
+                Some((activity, attempt))
             }
         };
-        // The new job as it was created: no read-back needed.
-        Ok(Created::New(Box::new(JobView {
-            id: inserted.id,
-            owner: inserted.owner_id,
-            idempotency_key: inserted.idempotency_key,
-            kind: inserted.kind,
-            workflow: inserted.workflow,
-            activity: inserted.activity,
-            task_queue: inserted.task_queue,
-            input: inserted.input,
-            status: inserted.status,
-            version: inserted.version,
-            result: inserted.result,
-            error: inserted.error,
-            created_at: inserted.created_at,
-            updated_at: inserted.updated_at,
-            finished_at: inserted.finished_at,
-            activities,
-        })))
+        Rows { job, activity, events }
     }
+}
 
-    /// The key is taken: the same request is a replay of that job; another one is refused
-    /// and changes nothing.
-    async fn replay(&self, tx: &mut dyn StoreTx, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
-        let existing = tx.job_by_idempotency_key(owner, key).await?.ok_or_else(|| {
-            EngineError::Internal(crate::error::StoreError::Corrupt("idempotency key conflicted but no job holds it".into()))
-        })?;
-        if existing.fingerprint != fingerprint {
-            return Err(EngineError::IdempotencyKeyReused { job_id: existing.id });
-        }
-        tx.lock_job(owner, existing.id).await?;
-        let mut events = Events::for_job(owner, existing.id);
-        events.push(event::JOB_REPLAYED, None, who, json!({ "idempotency_key": key }));
-        events.flush(tx, &self.metrics).await?;
-        Ok(Created::Replayed(existing.id))
+fn activity_view(activity: &NewActivity, attempt: &AttemptRow) -> ActivityView {
+    ActivityView {
+        seq: 0,
+        name: activity.name.clone(),
+        providers: activity.providers.clone(),
+        status: ActivityStatus::Scheduled,
+        version: 0,
+        completed_by: None,
+        result: None,
+        error: None,
+        attempts: vec![attempt.view()],
+    }
+}
+
+fn created_view(inserted: JobRow, activities: Vec<ActivityView>) -> JobView {
+    JobView {
+        id: inserted.id,
+        owner: inserted.owner_id,
+        idempotency_key: inserted.idempotency_key,
+        kind: inserted.kind,
+        workflow: inserted.workflow,
+        activity: inserted.activity,
+        task_queue: inserted.task_queue,
+        input: inserted.input,
+        status: inserted.status,
+        version: inserted.version,
+        result: inserted.result,
+        error: inserted.error,
+        created_at: inserted.created_at,
+        updated_at: inserted.updated_at,
+        finished_at: inserted.finished_at,
+        activities,
     }
 }
 

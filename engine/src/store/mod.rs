@@ -424,6 +424,23 @@ pub trait Store: Send + Sync + 'static {
     /// Starts a transaction.
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx>>;
 
+    /// [`StoreTx::insert_activity_job`] as a transaction of its own, committed when it
+    /// inserted (a store may do it in one autocommit statement).
+    async fn insert_activity_job_now(
+        &self,
+        job: &NewJob,
+        activity: &NewActivity,
+        attempt: &NewAttempt,
+        events: &[NewEvent],
+    ) -> StoreResult<Option<(JobRow, AttemptRow)>> {
+        let mut tx = self.begin().await?;
+        let inserted = tx.insert_activity_job(job, activity, attempt, events).await?;
+        if inserted.is_some() {
+            tx.commit().await?;
+        }
+        Ok(inserted)
+    }
+
     /// Applies pending migrations.
     async fn migrate(&self) -> StoreResult<()>;
 

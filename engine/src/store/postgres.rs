@@ -368,6 +368,21 @@ impl Store for PgStore {
         Ok(Box::new(PgTx { tx: self.pool.begin().await?, bell: self.bell.clone(), wake: false }))
     }
 
+    async fn insert_activity_job_now(
+        &self,
+        job: &NewJob,
+        activity: &NewActivity,
+        attempt: &NewAttempt,
+        events: &[NewEvent],
+    ) -> StoreResult<Option<(JobRow, AttemptRow)>> {
+        // One autocommit statement: all of the new job, or (a taken key) nothing.
+        let inserted = insert_activity_job_on(&self.pool, job, activity, attempt, events).await?;
+        if inserted.is_some() {
+            self.bell.ring();
+        }
+        Ok(inserted)
+    }
+
     async fn migrate(&self) -> StoreResult<()> {
         MIGRATOR.run(&self.pool).await?;
         Ok(())
@@ -873,6 +888,73 @@ pub static OVERDUE_SCHEDULED_SQL: LazyLock<String> = LazyLock::new(|| {
              FOR UPDATE OF j, a SKIP LOCKED".to_owned()
 });
 
+/// Runs [`INSERT_ACTIVITY_JOB_SQL`] on `exec`.
+async fn insert_activity_job_on<'e, E: sqlx::PgExecutor<'e>>(
+    exec: E,
+    job: &NewJob,
+    activity: &NewActivity,
+    attempt: &NewAttempt,
+    events: &[NewEvent],
+) -> StoreResult<Option<(JobRow, AttemptRow)>> {
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
+    let attempts: Vec<Option<Uuid>> = events.iter().map(|e| e.attempt_id).collect();
+    let actors: Vec<&str> = events.iter().map(|e| e.actor.as_str()).collect();
+    let data: Vec<&Value> = events.iter().map(|e| &e.data).collect();
+    // One round trip for the whole submission. Invariant 1: the job insert is
+    // ON CONFLICT DO NOTHING, and the activity, attempt and events are inserted only
+    // from the row it returns, so a taken key inserts nothing at all.
+    let row = sqlx::query(&INSERT_ACTIVITY_JOB_SQL)
+        .bind(&job.owner_id)
+        .bind(job.id)
+        .bind(&job.idempotency_key)
+        .bind(&job.fingerprint)
+        .bind(job.kind.as_str())
+        .bind(&job.activity)
+        .bind(&job.task_queue)
+        .bind(&job.input)
+        .bind(activity.id)
+        .bind(&activity.name)
+        .bind(&activity.providers)
+        .bind(to_json(&activity.options)?)
+        .bind(&activity.input)
+        .bind(attempt.id)
+        .bind(attempt.number)
+        .bind(&attempt.provider)
+        .bind(attempt.delay_ms as f64 / 1000.0)
+        .bind(attempt.schedule_to_start_timeout_s.map(|s| s as f64))
+        .bind(&kinds)
+        .bind(&attempts)
+        .bind(&actors)
+        .bind(&data)
+        .fetch_optional(exec)
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let status: String = row.try_get("job_status")?;
+    let job_row = JobRow {
+        owner_id: job.owner_id.clone(),
+        id: job.id,
+        idempotency_key: job.idempotency_key.clone(),
+        fingerprint: job.fingerprint.clone(),
+        kind: job.kind,
+        workflow: None,
+        activity: job.activity.clone(),
+        task_queue: job.task_queue.clone(),
+        input: job.input.clone(),
+        status: JobStatus::parse(&status).ok_or_else(|| corrupt("job status", &status))?,
+        version: row.try_get("job_version")?,
+        result: None,
+        error: None,
+        completed_by: None,
+        created_at: row.try_get("job_created_at")?,
+        updated_at: row.try_get("job_updated_at")?,
+        finished_at: None,
+        wf_ready: false,
+        wf_lease_token: None,
+        wf_parked: false,
+    };
+    Ok(Some((job_row, attempt_row(&row)?)))
+}
+
 /// The submission of an activity job in one statement: job (dedup insert), activity 0,
 /// attempt 1 and the job's first events, each inserted only from the row before it.
 static INSERT_ACTIVITY_JOB_SQL: LazyLock<String> = LazyLock::new(|| {
@@ -958,64 +1040,11 @@ impl StoreTx for PgTx {
         attempt: &NewAttempt,
         events: &[NewEvent],
     ) -> StoreResult<Option<(JobRow, AttemptRow)>> {
-        let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
-        let attempts: Vec<Option<Uuid>> = events.iter().map(|e| e.attempt_id).collect();
-        let actors: Vec<&str> = events.iter().map(|e| e.actor.as_str()).collect();
-        let data: Vec<&Value> = events.iter().map(|e| &e.data).collect();
-        // One round trip for the whole submission. Invariant 1: the job insert is
-        // ON CONFLICT DO NOTHING, and the activity, attempt and events are inserted only
-        // from the row it returns, so a taken key inserts nothing at all.
-        let row = sqlx::query(&INSERT_ACTIVITY_JOB_SQL)
-            .bind(&job.owner_id)
-            .bind(job.id)
-            .bind(&job.idempotency_key)
-            .bind(&job.fingerprint)
-            .bind(job.kind.as_str())
-            .bind(&job.activity)
-            .bind(&job.task_queue)
-            .bind(&job.input)
-            .bind(activity.id)
-            .bind(&activity.name)
-            .bind(&activity.providers)
-            .bind(to_json(&activity.options)?)
-            .bind(&activity.input)
-            .bind(attempt.id)
-            .bind(attempt.number)
-            .bind(&attempt.provider)
-            .bind(attempt.delay_ms as f64 / 1000.0)
-            .bind(attempt.schedule_to_start_timeout_s.map(|s| s as f64))
-            .bind(&kinds)
-            .bind(&attempts)
-            .bind(&actors)
-            .bind(&data)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        let status: String = row.try_get("job_status")?;
-        let job_row = JobRow {
-            owner_id: job.owner_id.clone(),
-            id: job.id,
-            idempotency_key: job.idempotency_key.clone(),
-            fingerprint: job.fingerprint.clone(),
-            kind: job.kind,
-            workflow: None,
-            activity: job.activity.clone(),
-            task_queue: job.task_queue.clone(),
-            input: job.input.clone(),
-            status: JobStatus::parse(&status).ok_or_else(|| corrupt("job status", &status))?,
-            version: row.try_get("job_version")?,
-            result: None,
-            error: None,
-            completed_by: None,
-            created_at: row.try_get("job_created_at")?,
-            updated_at: row.try_get("job_updated_at")?,
-            finished_at: None,
-            wf_ready: false,
-            wf_lease_token: None,
-            wf_parked: false,
-        };
-        self.wake = true;
-        Ok(Some((job_row, attempt_row(&row)?)))
+        let inserted = insert_activity_job_on(&mut *self.tx, job, activity, attempt, events).await?;
+        if inserted.is_some() {
+            self.wake = true;
+        }
+        Ok(inserted)
     }
 
     async fn job_by_idempotency_key(&mut self, owner: &str, key: &str) -> StoreResult<Option<JobRow>> {
