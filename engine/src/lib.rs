@@ -26,6 +26,7 @@ pub mod error;
 pub mod model;
 pub mod request;
 pub mod store;
+pub mod telemetry;
 
 pub use domain::{
     ClaimRequest, Completion, CompletionBody, Engine, HeartbeatAck, JobListQuery, JobPage,

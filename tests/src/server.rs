@@ -202,7 +202,7 @@ pub fn onceflow_binary() -> PathBuf {
                 Some(other) => other.to_owned(),
             };
             let status = Command::new(env!("CARGO"))
-                .args(["build", "--quiet", "--profile", &profile, "-p", "onceflow-engine", "--bin", "onceflow"])
+                .args(["build", "--quiet", "--profile", &profile, "-p", "onceflow-engine", "--features", "otel", "--bin", "onceflow"])
                 .env("CARGO_TARGET_DIR", target_dir)
                 .status()
                 .expect("run cargo build for the onceflow binary");
@@ -230,9 +230,15 @@ impl ServerProcess {
     /// Starts `onceflow serve` on `database_url` at `port` (e.g. to restart a server where
     /// its clients expect it).
     pub async fn start_at(database_url: &str, port: u16, extra: &[&str]) -> ServerProcess {
+        Self::start_with_env(database_url, port, extra, &[]).await
+    }
+
+    /// Starts `onceflow serve` with extra environment variables.
+    pub async fn start_with_env(database_url: &str, port: u16, extra: &[&str], env: &[(&str, &str)]) -> ServerProcess {
         let child = Command::new(onceflow_binary())
             .args(["serve", "--database-url", database_url, "--bind", &format!("127.0.0.1:{port}"), "--reaper-interval-ms", "100"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -12,6 +12,7 @@ mod http {
     mod schedules;
     mod service;
     mod story;
+    mod telemetry;
     mod ui;
     mod worker;
 }
