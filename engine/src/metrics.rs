@@ -3,7 +3,7 @@
 //! engine. Every name starts with `onceflow_`; `docs/operations.md` lists them with
 //! suggested alerts.
 
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use crate::model::event;
 
@@ -27,6 +27,9 @@ pub struct Metrics {
     pub(crate) submit_seconds: Histogram,
     pub(crate) schedule_to_start_seconds: Histogram,
     pub(crate) attempt_seconds: Histogram,
+    /// Items per flush of the natural batchers, by kind (`tokens`, `submissions`,
+    /// `completions`).
+    pub(crate) batch_items: HistogramVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
@@ -67,6 +70,13 @@ impl Default for Metrics {
             &["outcome"],
         )
         .unwrap_or_else(|e| panic!("metric: {e}"));
+        let batch_items = HistogramVec::new(
+            HistogramOpts::new("onceflow_batch_items", "Calls answered by one flush of a natural batch (tokens, submissions, completions).")
+                .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
+            &["kind"],
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
+        registry.register(Box::new(batch_items.clone())).unwrap_or_else(|e| panic!("register: {e}"));
         for c in [&attempts_finished, &events, &schedule_ticks] {
             registry.register(Box::new(c.clone())).unwrap_or_else(|e| panic!("register: {e}"));
         }
@@ -86,6 +96,7 @@ impl Default for Metrics {
             schedule_to_start_seconds: histogram(&registry, "onceflow_schedule_to_start_seconds", "From an attempt becoming available to a worker starting it."),
             attempt_seconds: histogram(&registry, "onceflow_attempt_seconds", "From an attempt starting to its result or error."),
             attempts_finished,
+            batch_items,
             events,
             schedule_ticks,
             live_attempts,

@@ -161,7 +161,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 .await
                 .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            let config = ServerConfig { bind: addr, reaper_interval: Duration::from_millis(200), ..ServerConfig::default() };
+            let config = ServerConfig { bind: addr, ..ServerConfig::default() };
             let shutdown = CancellationToken::new();
             let handle = tokio::spawn(crate::http::serve_on(listener, engine, config, shutdown.clone()));
             let url = format!("http://{addr}");

@@ -4,10 +4,13 @@
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use std::collections::{HashMap, HashSet};
+
+use super::batch::Settled;
 use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
-use crate::model::{event, AttemptStatus, CompletionOutcome, ErrorInfo, JobKind, Scope};
-use crate::store::{AttemptRow, JobRow, StoreTx};
+use crate::model::{event, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, Scope};
+use crate::store::{AttemptRow, JobRow, StoreTx, WinningResult};
 
 /// A worker's report of how an attempt ended.
 #[derive(Debug, Clone)]
@@ -56,6 +59,11 @@ impl Engine {
         attempt_id: Uuid,
         completion: &Completion,
     ) -> Result<CompletionOutcome, EngineError> {
+        // Concurrent completions share one transaction, each judged under its job's lock.
+        let item = BatchedCompletion { engine: self.clone(), scope: scope.clone(), attempt_id, completion: completion.clone() };
+        if let Some(answer) = self.batches.completions.call(item).await {
+            return answer;
+        }
         retry_transient!(self.complete_once(scope, attempt_id, completion))
     }
 
@@ -67,31 +75,17 @@ impl Engine {
     ) -> Result<CompletionOutcome, EngineError> {
         let mut tx = self.begin().await?;
         let job = tx.lock_job_of_attempt(scope, attempt_id).await?.ok_or(EngineError::NotFound)?;
-        let (owner, job_id) = (job.owner_id.as_str(), job.id);
-        let attempt = tx.attempt(owner, attempt_id).await?.ok_or(EngineError::NotFound)?;
-        // Invariant 5: only the holder of the lease token may complete.
-        if attempt.lease_token != Some(completion.lease_token) {
-            tracing::warn!(%job_id, %attempt_id, owner, "completion with a wrong lease token refused");
-            return Err(EngineError::LeaseLost);
-        }
-        if let Some(first) = attempt.completion_outcome {
-            return repeat(first, &attempt);
-        }
-        if !LIVE_OR_CANCELLED.contains(&attempt.status) {
-            return Err(EngineError::LeaseLost);
-        }
-        if let Some(started) = attempt.started_at {
-            let ran = (chrono::Utc::now() - started).num_milliseconds().max(0) as f64 / 1000.0;
-            self.metrics.attempt_seconds.observe(ran);
-        }
-        let mut events = Events::for_job(owner, job_id);
-        let answer = match &completion.body {
-            CompletionBody::Result(result) => {
-                self.commit_result(tx.as_mut(), &mut events, &job, &attempt, result).await?
-            }
-            CompletionBody::Error { message, retryable } => {
-                self.record_error(tx.as_mut(), &mut events, &job, &attempt, message, *retryable)
-                    .await?
+        let attempt = tx.attempt(&job.owner_id, attempt_id).await?.ok_or(EngineError::NotFound)?;
+        let mut events = Events::for_job(&job.owner_id, job.id);
+        let answer = match self.judge(tx.as_mut(), &job, &attempt, completion, &mut events, &mut ContractMemo::default()).await? {
+            Verdict::Answer(answer) => answer,
+            Verdict::Cas(result) => {
+                let win = WinningResult::of(&job, &attempt, result);
+                // Invariant 4: the CAS commit. The first result to arrive takes the slot.
+                let (won, job_won) = tx
+                    .commit_activity_job_result(&win.owner_id, win.job_id, win.job_version, win.activity_id, win.read_version, win.attempt_id, &LIVE_OR_CANCELLED, &win.result)
+                    .await?;
+                Ok(self.settle_cas(tx.as_mut(), &mut events, &job, &attempt, won, job_won).await?)
             }
         };
         events.flush(tx.as_mut(), &self.metrics).await?;
@@ -99,59 +93,196 @@ impl Engine {
         answer
     }
 
-    /// Validates and commits a result. Returns the answer to give after the commit.
-    async fn commit_result(
+    /// Completes many attempts in one transaction: their jobs are locked together (in
+    /// one order, so batches never deadlock each other) and each completion is judged as
+    /// [`Engine::complete`] judges it alone, with its own guards. An attempt or a job met
+    /// twice in one batch is left to the single path (`None`), after this one commits.
+    pub(crate) async fn complete_batch(&self, items: Vec<BatchedCompletion>) -> Settled<Result<CompletionOutcome, EngineError>> {
+        match self.complete_batch_once(&items).await {
+            Ok(answers) => answers,
+            Err(e) => {
+                tracing::debug!(error = %e, batch = items.len(), "batched completion failed; each completes alone");
+                items.iter().map(|_| None).collect()
+            }
+        }
+    }
+
+    async fn complete_batch_once(&self, items: &[BatchedCompletion]) -> Result<Settled<Result<CompletionOutcome, EngineError>>, EngineError> {
+        let mut ids: Vec<Uuid> = items.iter().map(|i| i.attempt_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut tx = self.begin().await?;
+        let locked = tx.lock_jobs_of_attempts(&ids).await?;
+        let mut contracts = ContractMemo::default();
+        let mut seen_attempts = HashSet::new();
+        let mut seen_jobs = HashSet::new();
+        let mut all_events = Vec::new();
+        let mut answers = Vec::with_capacity(items.len());
+        // Valid results of activity jobs, judged by one CAS statement after the loop.
+        let mut cas = Vec::new();
+        for item in items {
+            if !seen_attempts.insert(item.attempt_id) {
+                answers.push(None);
+                continue;
+            }
+            let Some((job, attempt)) = locked.iter().find(|(_, a)| a.id == item.attempt_id) else {
+                answers.push(Some(Err(EngineError::NotFound)));
+                continue;
+            };
+            // Owner isolation: an attempt outside the caller's scope is not found.
+            if !item.scope.allows(&job.owner_id) {
+                answers.push(Some(Err(EngineError::NotFound)));
+                continue;
+            }
+            if !seen_jobs.insert((job.owner_id.as_str(), job.id)) {
+                answers.push(None);
+                continue;
+            }
+            let mut events = Events::for_job(&job.owner_id, job.id);
+            match self.judge(tx.as_mut(), job, attempt, &item.completion, &mut events, &mut contracts).await? {
+                Verdict::Answer(answer) => {
+                    all_events.extend(events.pending);
+                    answers.push(Some(answer));
+                }
+                Verdict::Cas(result) => {
+                    cas.push((answers.len(), job, attempt, WinningResult::of(job, attempt, result)));
+                    answers.push(None);
+                }
+            }
+        }
+        if !cas.is_empty() {
+            // Invariant 4: one CAS per result, all in one statement; each takes its
+            // activity's slot only if its version is still the one its attempt read.
+            let wins: Vec<WinningResult> = cas.iter().map(|(_, _, _, w)| w.clone()).collect();
+            let taken = tx.commit_activity_job_results(&wins, &LIVE_OR_CANCELLED).await?;
+            for ((at, job, attempt, _), (won, job_won)) in cas.into_iter().zip(taken) {
+                let mut events = Events::for_job(&job.owner_id, job.id);
+                let answer = self.settle_cas(tx.as_mut(), &mut events, job, attempt, won, job_won).await?;
+                all_events.extend(events.pending);
+                answers[at] = Some(Ok(answer));
+            }
+        }
+        tx.append_events(&all_events).await?;
+        self.metrics.events_written(all_events.iter().map(|e| e.kind));
+        tx.commit().await?;
+        Ok(answers)
+    }
+
+    /// Judges one completion of `attempt` under its job's lock: the answer, or, for a
+    /// valid result of an activity job, that the CAS decides. An error aborts the
+    /// transaction.
+    async fn judge<'c>(
+        &self,
+        tx: &mut dyn StoreTx,
+        job: &JobRow,
+        attempt: &AttemptRow,
+        completion: &'c Completion,
+        events: &mut Events,
+        contracts: &mut ContractMemo,
+    ) -> Result<Verdict<'c>, EngineError> {
+        let (owner, job_id, attempt_id) = (job.owner_id.as_str(), job.id, attempt.id);
+        // Invariant 5: only the holder of the lease token may complete.
+        if attempt.lease_token != Some(completion.lease_token) {
+            tracing::warn!(%job_id, %attempt_id, owner, "completion with a wrong lease token refused");
+            return Ok(Verdict::Answer(Err(EngineError::LeaseLost)));
+        }
+        if let Some(first) = attempt.completion_outcome {
+            return Ok(Verdict::Answer(repeat(first, attempt)));
+        }
+        if !LIVE_OR_CANCELLED.contains(&attempt.status) {
+            return Ok(Verdict::Answer(Err(EngineError::LeaseLost)));
+        }
+        if let Some(started) = attempt.started_at {
+            let ran = (chrono::Utc::now() - started).num_milliseconds().max(0) as f64 / 1000.0;
+            self.metrics.attempt_seconds.observe(ran);
+        }
+        match &completion.body {
+            CompletionBody::Result(result) => {
+                if let Some(violation) = self.refuse_invalid(tx, events, job, attempt, result, contracts).await? {
+                    return Ok(Verdict::Answer(Err(violation)));
+                }
+                if job.kind == JobKind::Activity {
+                    return Ok(Verdict::Cas(result));
+                }
+                self.commit_workflow_activity_result(tx, events, job, attempt, result).await.map(|o| Verdict::Answer(Ok(o)))
+            }
+            CompletionBody::Error { message, retryable } => {
+                self.record_error(tx, events, job, attempt, message, *retryable).await.map(Verdict::Answer)
+            }
+        }
+    }
+
+    /// Invariant 6: a result that fails the output contract is never committed. Marks
+    /// the attempt `invalid` and returns the violation to answer; `None` for a valid one.
+    async fn refuse_invalid(
         &self,
         tx: &mut dyn StoreTx,
         events: &mut Events,
         job: &JobRow,
         attempt: &AttemptRow,
         result: &Value,
-    ) -> Result<Result<CompletionOutcome, EngineError>, EngineError> {
+        contracts: &mut ContractMemo,
+    ) -> Result<Option<EngineError>, EngineError> {
         let owner = job.owner_id.as_str();
-        let worker = actor::worker(attempt.worker_id.as_deref().unwrap_or("?"));
-
-        // Invariant 6: a result that fails the output contract is never committed.
-        if let Some(contract) = tx.current_contract(owner, &attempt.activity).await? {
-            let errors = self.contracts.violations(&contract, result)?;
-            if !errors.is_empty() {
-                let violation = EngineError::ContractViolation {
-                    contract_hash: contract.contract_hash.clone(),
-                    errors: errors.clone(),
-                };
-                let mut error = ErrorInfo::new("contract_violation", violation.to_string());
-                error.details = Some(violation.details());
-                tx.finish_attempt(owner, attempt.id, &LIVE_OR_CANCELLED, AttemptStatus::Invalid, Some(&error), Some(CompletionOutcome::ContractViolation))
-                    .await?;
-                events.push(event::ATTEMPT_INVALID, Some(attempt.id), &worker, json!({ "error": error }));
-                tracing::warn!(job_id = %job.id, attempt_id = %attempt.id, owner, "result violates the output contract");
-                if attempt.status != AttemptStatus::Cancelled {
-                    self.after_attempt_end(tx, events, job, attempt, AttemptStatus::Invalid, false).await?;
-                }
-                return Ok(Err(violation));
-            }
+        let Some(contract) = contracts.current(tx, owner, &attempt.activity).await? else { return Ok(None) };
+        let errors = self.contracts.violations(&contract, result)?;
+        if errors.is_empty() {
+            return Ok(None);
         }
+        let violation = EngineError::ContractViolation { contract_hash: contract.contract_hash.clone(), errors: errors.clone() };
+        let mut error = ErrorInfo::new("contract_violation", violation.to_string());
+        error.details = Some(violation.details());
+        tx.finish_attempt(owner, attempt.id, &LIVE_OR_CANCELLED, AttemptStatus::Invalid, Some(&error), Some(CompletionOutcome::ContractViolation))
+            .await?;
+        let worker = actor::worker(attempt.worker_id.as_deref().unwrap_or("?"));
+        events.push(event::ATTEMPT_INVALID, Some(attempt.id), &worker, json!({ "error": error }));
+        tracing::warn!(job_id = %job.id, attempt_id = %attempt.id, owner, "result violates the output contract");
+        if attempt.status != AttemptStatus::Cancelled {
+            self.after_attempt_end(tx, events, job, attempt, AttemptStatus::Invalid, false).await?;
+        }
+        Ok(Some(violation))
+    }
 
+    /// The CAS commit of a valid result of a workflow's activity (invariant 4): the
+    /// activity's slot only; the workflow decides what the job does next.
+    async fn commit_workflow_activity_result(
+        &self,
+        tx: &mut dyn StoreTx,
+        events: &mut Events,
+        job: &JobRow,
+        attempt: &AttemptRow,
+        result: &Value,
+    ) -> Result<CompletionOutcome, EngineError> {
+        let owner = job.owner_id.as_str();
         let read_version = attempt.read_version.unwrap_or(-1);
-        // Invariant 4: the CAS commit. The first result to arrive takes the slot.
-        let (won, job_won) = if job.kind == JobKind::Activity {
-            tx.commit_activity_job_result(owner, job.id, job.version, attempt.activity_id, read_version, attempt.id, &LIVE_OR_CANCELLED, result)
-                .await?
-        } else if tx.commit_activity_result(owner, attempt.activity_id, read_version, attempt.id, result).await? {
+        let won = tx.commit_activity_result(owner, attempt.activity_id, read_version, attempt.id, result).await?;
+        if won {
             tx.finish_attempt(owner, attempt.id, &LIVE_OR_CANCELLED, AttemptStatus::Succeeded, None, Some(CompletionOutcome::Won))
                 .await?;
-            (true, false)
-        } else {
-            (false, false)
-        };
+            // The slot is taken: the workflow can go on.
+            tx.mark_workflow_ready(owner, job.id).await?;
+        }
+        self.settle_cas(tx, events, job, attempt, won, false).await
+    }
+
+    /// What follows the CAS of a result: for a winner (`won`, and `job_won` when it also
+    /// took the job's slot) its events and the cancellation of live siblings; for a
+    /// loser the attempt becomes `lost` with a `race_lost` event.
+    async fn settle_cas(
+        &self,
+        tx: &mut dyn StoreTx,
+        events: &mut Events,
+        job: &JobRow,
+        attempt: &AttemptRow,
+        won: bool,
+        job_won: bool,
+    ) -> Result<CompletionOutcome, EngineError> {
+        let owner = job.owner_id.as_str();
+        let worker = actor::worker(attempt.worker_id.as_deref().unwrap_or("?"));
         if won {
             events.push(event::ATTEMPT_SUCCEEDED, Some(attempt.id), &worker, json!({ "provider": attempt.provider, "number": attempt.number }));
             if job_won {
                 events.push(event::JOB_SUCCEEDED, Some(attempt.id), actor::ENGINE, json!({ "completed_by": attempt.id }));
-            }
-            if job.kind == JobKind::Workflow {
-                // The slot is taken: the workflow can go on.
-                tx.mark_workflow_ready(owner, job.id).await?;
             }
             // The slot is taken: no other attempt of this activity may run on. Only a
             // cancelled winner can have a live sibling (invariant 2: a live winner was
@@ -162,7 +293,7 @@ impl Engine {
                 }
             }
             tracing::info!(job_id = %job.id, attempt_id = %attempt.id, owner, provider = %attempt.provider, "attempt won");
-            return Ok(Ok(CompletionOutcome::Won));
+            return Ok(CompletionOutcome::Won);
         }
 
         let winner = tx.activity(owner, attempt.activity_id).await?.and_then(|a| a.completed_by);
@@ -176,7 +307,7 @@ impl Engine {
                     "reason": if winner.is_some() { "another attempt won" } else { "the result slot was closed" } }),
         );
         tracing::warn!(job_id = %job.id, attempt_id = %attempt.id, owner, provider = %attempt.provider, winner = ?winner, "race_lost: late result discarded");
-        Ok(Ok(CompletionOutcome::Lost))
+        Ok(CompletionOutcome::Lost)
     }
 
     /// Records an error. Only a live attempt's error moves the activity on.
@@ -203,6 +334,40 @@ impl Engine {
             self.after_attempt_end(tx, events, job, attempt, AttemptStatus::Failed, retryable).await?;
         }
         Ok(Ok(CompletionOutcome::Recorded))
+    }
+}
+
+/// What judging a completion decided.
+enum Verdict<'c> {
+    /// The answer, with what it changed written in the transaction.
+    Answer(Result<CompletionOutcome, EngineError>),
+    /// A valid result of an activity job: the CAS decides whether it wins.
+    Cas(&'c Value),
+}
+
+/// One completion waiting for a batch; it carries its engine, so a batch needs no
+/// engine of its own.
+pub(crate) struct BatchedCompletion {
+    pub(crate) engine: Engine,
+    scope: Scope,
+    attempt_id: Uuid,
+    completion: Completion,
+}
+
+/// The current output contracts read in one transaction, by (owner, activity): a batch
+/// reads each once.
+#[derive(Default)]
+struct ContractMemo(HashMap<(String, String), Option<Contract>>);
+
+impl ContractMemo {
+    async fn current(&mut self, tx: &mut dyn StoreTx, owner: &str, activity: &str) -> Result<Option<Contract>, EngineError> {
+        let key = (owner.to_owned(), activity.to_owned());
+        if let Some(contract) = self.0.get(&key) {
+            return Ok(contract.clone());
+        }
+        let contract = tx.current_contract(owner, activity).await?;
+        self.0.insert(key, contract.clone());
+        Ok(contract)
     }
 }
 

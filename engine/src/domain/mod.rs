@@ -13,6 +13,7 @@
 //! - cron schedules and the scheduler pass: `schedules.rs`;
 //! - read views: `views.rs`.
 
+mod batch;
 mod commit;
 mod contracts;
 mod dispatch;
@@ -34,7 +35,7 @@ use uuid::Uuid;
 
 use crate::error::{EngineError, StoreError};
 use crate::model::Scope;
-use crate::store::{NewEvent, Store, StoreTx};
+use crate::store::{AttemptRow, JobRow, NewActivityJob, NewEvent, Store, StoreTx};
 
 pub use commit::{Completion, CompletionBody};
 pub use dispatch::{ClaimRequest, HeartbeatAck};
@@ -54,6 +55,66 @@ pub struct Engine {
     workflow_task_lease: std::time::Duration,
     metrics: Arc<crate::metrics::Metrics>,
     schedules_changed: Arc<Notify>,
+    batches: Arc<Batches>,
+}
+
+/// The natural batchers of the hot path (see `batch.rs`): concurrent calls share round
+/// trips, each item keeping its own guards and its own answer.
+struct Batches {
+    /// Bearer-token lookups by hash.
+    tokens: Arc<batch::Batcher<String, Option<crate::store::TokenRow>>>,
+    /// Submissions of new activity jobs; `None` answers a taken key.
+    submissions: Arc<batch::Batcher<NewActivityJob, Option<(JobRow, AttemptRow)>>>,
+    /// Completions of attempts.
+    completions: Arc<batch::Batcher<commit::BatchedCompletion, Result<crate::model::CompletionOutcome, EngineError>>>,
+}
+
+/// At most this many flushes of one kind run at once.
+const BATCH_FLUSHES_IN_FLIGHT: usize = 2;
+/// At most this many items go in one flush.
+const BATCH_MAX_ITEMS: usize = 64;
+
+impl Batches {
+    fn new(store: &Arc<dyn Store>, metrics: &crate::metrics::Metrics) -> Self {
+        let sizes = |kind: &str| metrics.batch_items.with_label_values(&[kind]);
+        let tokens_store = store.clone();
+        let submissions_store = store.clone();
+        Batches {
+            completions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("completions")), |items: Vec<commit::BatchedCompletion>| async move {
+                match items.first().map(|i| i.engine.clone()) {
+                    Some(engine) => engine.complete_batch(items).await,
+                    None => Vec::new(),
+                }
+            }),
+            submissions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("submissions")), move |jobs: Vec<NewActivityJob>| {
+                let store = submissions_store.clone();
+                async move {
+                    match store.insert_activity_jobs_now(&jobs).await {
+                        Ok(answers) => answers.into_iter().map(Some).collect(),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "batched submission failed; each request submits alone");
+                            jobs.iter().map(|_| None).collect()
+                        }
+                    }
+                }
+            }),
+            tokens: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("tokens")), move |hashes: Vec<String>| {
+                let store = tokens_store.clone();
+                async move {
+                    match store.tokens_by_hash(&hashes).await {
+                        Ok(rows) => hashes
+                            .iter()
+                            .map(|h| Some(rows.iter().find(|r| &r.token_hash == h).cloned()))
+                            .collect(),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "batched token lookup failed; each request looks alone");
+                            hashes.iter().map(|_| None).collect()
+                        }
+                    }
+                }
+            }),
+        }
+    }
 }
 
 /// Who did something, as written to `job_events.actor`.
@@ -99,12 +160,14 @@ pub(crate) use retry_transient;
 impl Engine {
     /// An engine over `store`. Call [`Engine::migrate`] once before use on a new database.
     pub fn new(store: Arc<dyn Store>) -> Self {
+        let metrics = Arc::new(crate::metrics::Metrics::default());
         Engine {
+            batches: Arc::new(Batches::new(&store, &metrics)),
             store,
             contracts: Arc::new(contracts::ValidatorCache::default()),
             work: Arc::new(Notify::new()),
             workflow_task_lease: std::time::Duration::from_secs(30),
-            metrics: Arc::new(crate::metrics::Metrics::default()),
+            metrics,
             schedules_changed: Arc::new(Notify::new()),
         }
     }

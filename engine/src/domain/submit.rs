@@ -7,7 +7,7 @@ use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityView, JobKind, JobView, Scope};
 use crate::request::{check_idempotency_key, JobRequest, JobTarget};
-use crate::store::{AttemptRow, JobRow, NewActivity, NewAttempt, NewJob, StoreTx};
+use crate::store::{AttemptRow, JobRow, NewActivity, NewActivityJob, NewAttempt, NewJob, StoreTx};
 
 /// The answer to a submission.
 #[derive(Debug, Clone)]
@@ -70,7 +70,18 @@ impl Engine {
         if let Some((activity, attempt)) = &rows.activity {
             // An activity job is one statement of its own. It inserts nothing only when a
             // committed job holds the key (a concurrent inserter is waited for): a replay.
-            if let Some((inserted, attempt_row)) = self.store.insert_activity_job_now(&rows.job, activity, attempt, &rows.events.pending).await? {
+            // Concurrent submissions share that statement (each job still all or nothing).
+            let batched = NewActivityJob {
+                job: rows.job.clone(),
+                activity: activity.clone(),
+                attempt: attempt.clone(),
+                events: rows.events.pending.clone(),
+            };
+            let inserted = match self.batches.submissions.call(batched).await {
+                Some(answer) => answer,
+                None => self.store.insert_activity_job_now(&rows.job, activity, attempt, &rows.events.pending).await?,
+            };
+            if let Some((inserted, attempt_row)) = inserted {
                 self.metrics.events_written(rows.events.pending.iter().map(|e| e.kind));
                 tracing::info!(job_id = %inserted.id, owner, idempotency_key = key, "job created");
                 return Ok(Created::New(Box::new(created_view(inserted, vec![activity_view(activity, &attempt_row)]))));

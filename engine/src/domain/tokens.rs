@@ -36,7 +36,13 @@ impl Engine {
             return Err(EngineError::Unauthenticated);
         }
         let hash = sha256_hex(token.as_bytes());
-        let row = self.store.token_by_hash(&hash).await?.ok_or(EngineError::Unauthenticated)?;
+        // Concurrent requests share one lookup; each lookup starts after its request came,
+        // so a revoked token stops working at once.
+        let row = match self.batches.tokens.call(hash.clone()).await {
+            Some(row) => row,
+            None => self.store.token_by_hash(&hash).await?,
+        }
+        .ok_or(EngineError::Unauthenticated)?;
         // The lookup is by hash; compare the full hash in constant time as well.
         if !bool::from(row.token_hash.as_bytes().ct_eq(hash.as_bytes())) {
             return Err(EngineError::Unauthenticated);

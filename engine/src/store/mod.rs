@@ -229,6 +229,55 @@ pub struct NewAttempt {
     pub schedule_to_start_timeout_s: Option<u64>,
 }
 
+/// A new activity job with everything created with it: activity 0, its attempt 1 and
+/// the job's first events.
+#[derive(Debug, Clone)]
+pub struct NewActivityJob {
+    /// The job.
+    pub job: NewJob,
+    /// Its activity 0.
+    pub activity: NewActivity,
+    /// That activity's attempt 1.
+    pub attempt: NewAttempt,
+    /// The job's first events.
+    pub events: Vec<NewEvent>,
+}
+
+/// A valid result of an activity job's attempt, for the CAS that lets the first one win.
+#[derive(Debug, Clone)]
+pub struct WinningResult {
+    /// The owner of the job.
+    pub owner_id: String,
+    /// The activity job.
+    pub job_id: Uuid,
+    /// The job's version when its lock was taken; the job CAS compares it.
+    pub job_version: i64,
+    /// The job's activity 0.
+    pub activity_id: Uuid,
+    /// The activity version the attempt read when it was handed out; the activity CAS
+    /// compares it.
+    pub read_version: i64,
+    /// The attempt whose result it is.
+    pub attempt_id: Uuid,
+    /// The result.
+    pub result: Value,
+}
+
+impl WinningResult {
+    /// The CAS of `attempt`'s `result`, for `job` as locked.
+    pub fn of(job: &JobRow, attempt: &AttemptRow, result: &Value) -> Self {
+        WinningResult {
+            owner_id: job.owner_id.clone(),
+            job_id: job.id,
+            job_version: job.version,
+            activity_id: attempt.activity_id,
+            read_version: attempt.read_version.unwrap_or(-1),
+            attempt_id: attempt.id,
+            result: result.clone(),
+        }
+    }
+}
+
 /// An event to append to a job's history.
 #[derive(Debug, Clone)]
 pub struct NewEvent {
@@ -441,6 +490,19 @@ pub trait Store: Send + Sync + 'static {
         Ok(inserted)
     }
 
+    /// [`Store::insert_activity_job_now`] for many jobs at once: one answer per job, in
+    /// order, `None` where the key was taken (by a committed job, or by an earlier job of
+    /// the same call). Every job inserted is committed when this returns.
+    async fn insert_activity_jobs_now(&self, jobs: &[NewActivityJob]) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
+        let mut tx = self.begin().await?;
+        let mut answers = Vec::with_capacity(jobs.len());
+        for j in jobs {
+            answers.push(tx.insert_activity_job(&j.job, &j.activity, &j.attempt, &j.events).await?);
+        }
+        tx.commit().await?;
+        Ok(answers)
+    }
+
     /// Applies pending migrations.
     async fn migrate(&self) -> StoreResult<()>;
 
@@ -500,6 +562,16 @@ pub trait Store: Send + Sync + 'static {
     /// The unrevoked token with this hash.
     async fn token_by_hash(&self, token_hash: &str) -> StoreResult<Option<TokenRow>>;
 
+    /// The unrevoked tokens with any of these hashes (in any order; a hash that no
+    /// unrevoked token has is left out).
+    async fn tokens_by_hash(&self, token_hashes: &[String]) -> StoreResult<Vec<TokenRow>> {
+        let mut rows = Vec::with_capacity(token_hashes.len());
+        for hash in token_hashes {
+            rows.extend(self.token_by_hash(hash).await?);
+        }
+        Ok(rows)
+    }
+
     /// Revokes a token; `false` when no unrevoked token has this id.
     async fn revoke_token(&self, token_id: Uuid) -> StoreResult<bool>;
 
@@ -558,6 +630,21 @@ pub trait StoreTx: Send {
     /// Locks the job of an attempt visible in `scope` and returns it (one round trip
     /// for what `locate_attempt` + `lock_job` would do).
     async fn lock_job_of_attempt(&mut self, scope: &Scope, attempt_id: Uuid) -> StoreResult<Option<JobRow>>;
+
+    /// Locks the jobs of these attempts (of any owner) and returns each attempt, read
+    /// after its job's lock was taken, with its job. Locks are taken in one order
+    /// (owner, job id), so two such calls never wait on each other in a cycle. Attempts
+    /// that do not exist are left out.
+    async fn lock_jobs_of_attempts(&mut self, attempt_ids: &[Uuid]) -> StoreResult<Vec<(JobRow, AttemptRow)>> {
+        let mut locked = Vec::with_capacity(attempt_ids.len());
+        for &id in attempt_ids {
+            let Some(job) = self.lock_job_of_attempt(&Scope::AllOwners, id).await? else { continue };
+            if let Some(attempt) = self.attempt(&job.owner_id, id).await? {
+                locked.push((job, attempt));
+            }
+        }
+        Ok(locked)
+    }
 
     /// Locks a job row for this transaction and returns it.
     async fn lock_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobRow>>;
@@ -643,6 +730,20 @@ pub trait StoreTx: Send {
         self.finish_attempt(owner, attempt_id, from, AttemptStatus::Succeeded, None, Some(CompletionOutcome::Won)).await?;
         let job_won = self.commit_job_result(owner, job_id, job_version, Some(attempt_id), result).await?;
         Ok((true, job_won))
+    }
+
+    /// [`StoreTx::commit_activity_job_result`] for results of distinct jobs at once, each
+    /// with its own CAS: one answer per result, in order. The caller holds every job's
+    /// lock.
+    async fn commit_activity_job_results(&mut self, wins: &[WinningResult], from: &[AttemptStatus]) -> StoreResult<Vec<(bool, bool)>> {
+        let mut taken = Vec::with_capacity(wins.len());
+        for w in wins {
+            taken.push(
+                self.commit_activity_job_result(&w.owner_id, w.job_id, w.job_version, w.activity_id, w.read_version, w.attempt_id, from, &w.result)
+                    .await?,
+            );
+        }
+        Ok(taken)
     }
 
     /// Closes an open activity (`failed` or `cancelled`), moving its version so that no

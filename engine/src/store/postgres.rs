@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store,
-    StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
+    LeaseExtension, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store,
+    StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
@@ -263,6 +263,16 @@ fn certification_row(row: &PgRow) -> StoreResult<Certification> {
     })
 }
 
+fn token_row(r: &PgRow) -> StoreResult<TokenRow> {
+    let role: String = r.try_get("role")?;
+    Ok(TokenRow {
+        owner_id: r.try_get("owner_id")?,
+        id: r.try_get("id")?,
+        role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
+        token_hash: r.try_get("token_hash")?,
+    })
+}
+
 fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<Value> {
     serde_json::to_value(value).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
@@ -307,16 +317,19 @@ async fn assemble_views(pool: &PgPool, jobs: Vec<JobRow>) -> StoreResult<Vec<Job
     .bind(&ids)
     .fetch_all(pool)
     .await?;
+    let activities: Vec<ActivityRow> = activity_rows.iter().map(activity_row).collect::<StoreResult<_>>()?;
+    // By activity, on the (owner, activity, number) key: no index leads with the job.
+    let activity_owners: Vec<&str> = activities.iter().map(|a| a.owner_id.as_str()).collect();
+    let activity_ids: Vec<Uuid> = activities.iter().map(|a| a.id).collect();
     let attempt_rows = sqlx::query(&format!(
         "SELECT {ATTEMPT_COLUMNS} FROM attempts
-         WHERE (owner_id, job_id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+         WHERE (owner_id, activity_id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
          ORDER BY activity_id, number"
     ))
-    .bind(&owners)
-    .bind(&ids)
+    .bind(&activity_owners)
+    .bind(&activity_ids)
     .fetch_all(pool)
     .await?;
-    let activities: Vec<ActivityRow> = activity_rows.iter().map(activity_row).collect::<StoreResult<_>>()?;
     let attempts: Vec<AttemptRow> = attempt_rows.iter().map(attempt_row).collect::<StoreResult<_>>()?;
     Ok(jobs
         .into_iter()
@@ -381,6 +394,15 @@ impl Store for PgStore {
             self.bell.ring();
         }
         Ok(inserted)
+    }
+
+    async fn insert_activity_jobs_now(&self, jobs: &[NewActivityJob]) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
+        // One autocommit statement: each job all or nothing, keys taken insert nothing.
+        let answers = insert_activity_jobs_on(&self.pool, jobs).await?;
+        if answers.iter().any(Option::is_some) {
+            self.bell.ring();
+        }
+        Ok(answers)
     }
 
     async fn migrate(&self) -> StoreResult<()> {
@@ -659,16 +681,19 @@ impl Store for PgStore {
         .bind(token_hash)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| {
-            let role: String = r.try_get("role")?;
-            Ok(TokenRow {
-                owner_id: r.try_get("owner_id")?,
-                id: r.try_get("id")?,
-                role: Role::parse(&role).ok_or_else(|| corrupt("role", &role))?,
-                token_hash: r.try_get("token_hash")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(token_row).transpose()
+    }
+
+    async fn tokens_by_hash(&self, token_hashes: &[String]) -> StoreResult<Vec<TokenRow>> {
+        // A revoked token stops working at once: each lookup is read after its request came.
+        let rows = sqlx::query(
+            "SELECT owner_id, id, role, token_hash FROM api_tokens
+             WHERE token_hash = ANY($1) AND revoked_at IS NULL",
+        )
+        .bind(token_hashes)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(token_row).collect()
     }
 
     async fn revoke_token(&self, token_id: Uuid) -> StoreResult<bool> {
@@ -858,6 +883,59 @@ pub static CLAIM_WORKFLOW_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
         )
 });
 
+/// The winning commits of a batch of results of distinct activity jobs, each with the
+/// guards of `commit_activity_job_result`: `$1`–`$7` one element per result (owner, job,
+/// job version, activity, read version, attempt, result), `$8` the attempt statuses a
+/// win may leave. Answers `ord` (1-based position), `activity_won`, `job_won` per result.
+pub static COMMIT_ACTIVITY_JOB_RESULTS_SQL: LazyLock<String> = LazyLock::new(|| {
+    "WITH w AS MATERIALIZED (
+         SELECT * FROM unnest($1::text[], $2::uuid[], $3::int8[], $4::uuid[], $5::int8[], $6::uuid[], $7::jsonb[])
+             WITH ORDINALITY AS w(owner_id, job_id, job_version, activity_id, read_version, attempt_id, result, ord)
+     ), act AS (
+         -- Invariant 4: each activity CAS takes its slot only at the version its attempt
+         -- read and while nobody completed it; nothing else moves for a result that lost.
+         UPDATE activities a
+         SET status = 'succeeded', result = w.result, completed_by = w.attempt_id, version = a.version + 1,
+             updated_at = now(), finished_at = now()
+         FROM w
+         WHERE a.owner_id = w.owner_id AND a.id = w.activity_id AND a.version = w.read_version AND a.completed_by IS NULL
+         RETURNING w.ord
+     ), att AS (
+         UPDATE attempts t
+         SET status = 'succeeded', completion_outcome = 'won',
+             finished_at = COALESCE(t.finished_at, now()), lease_expires_at = NULL
+         FROM w JOIN act ON act.ord = w.ord
+         WHERE t.owner_id = w.owner_id AND t.id = w.attempt_id AND t.status = ANY($8)
+         RETURNING w.ord
+     ), jb AS (
+         -- The job CAS, from the activity CAS's rows only, at the version locked.
+         UPDATE jobs j
+         SET status = 'succeeded', result = w.result, completed_by = w.attempt_id, version = j.version + 1,
+             updated_at = now(), finished_at = now()
+         FROM w JOIN act ON act.ord = w.ord
+         WHERE j.owner_id = w.owner_id AND j.id = w.job_id AND j.version = w.job_version AND j.completed_by IS NULL
+           AND j.status IN ('queued', 'running')
+         RETURNING w.ord
+     )
+     SELECT w.ord, EXISTS (SELECT 1 FROM act WHERE act.ord = w.ord) AS activity_won,
+            EXISTS (SELECT 1 FROM jb WHERE jb.ord = w.ord) AS job_won
+     FROM w".to_owned()
+});
+
+/// Completions in a batch: locks the jobs of the attempts `$1` (distinct ids) in
+/// (owner, id) order. Each id is looked up by index, one at a time, so the plan stays a
+/// nested loop over the ids whatever the tables' size or statistics.
+pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {} FROM unnest($1::uuid[]) AS x(id)
+         JOIN attempts a ON a.id = x.id
+         JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
+         ORDER BY j.owner_id, j.id
+         FOR UPDATE OF j",
+        JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
+    )
+});
+
 /// The timer loop (`$1` limit).
 pub static DUE_TIMERS_SQL: LazyLock<String> = LazyLock::new(|| {
     "SELECT t.owner_id, t.job_id, t.seq FROM timers t
@@ -880,11 +958,16 @@ pub static EXPIRED_LEASES_SQL: LazyLock<String> = LazyLock::new(|| {
 
 /// Schedule-to-start expiry (`$1` limit).
 pub static OVERDUE_SCHEDULED_SQL: LazyLock<String> = LazyLock::new(|| {
-    "SELECT a.owner_id, a.id FROM attempts a
+    // The overdue attempts are read in deadline order from their partial index and the
+    // limit stops the scan; only those are joined and locked.
+    "SELECT a.owner_id, a.id
+             FROM (SELECT owner_id, id FROM attempts
+                   WHERE status = 'scheduled' AND start_deadline_at IS NOT NULL AND start_deadline_at < now()
+                   ORDER BY start_deadline_at
+                   LIMIT $1) due
+             JOIN attempts a ON a.owner_id = due.owner_id AND a.id = due.id
              JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
-             WHERE a.status = 'scheduled' AND a.start_deadline_at < now()
-             ORDER BY a.start_deadline_at
-             LIMIT $1
+             WHERE a.status = 'scheduled'
              FOR UPDATE OF j, a SKIP LOCKED".to_owned()
 });
 
@@ -989,6 +1072,163 @@ static INSERT_ACTIVITY_JOB_SQL: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// [`INSERT_ACTIVITY_JOBS_SQL`]: many submissions in one autocommit statement. Jobs go in
+/// sorted by (owner, key), so two such statements never wait on each other's keys in
+/// opposite orders; a key given twice is inserted once (the later ones answer `None`).
+async fn insert_activity_jobs_on(pool: &PgPool, jobs: &[NewActivityJob]) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&x, &y| {
+        (&jobs[x].job.owner_id, &jobs[x].job.idempotency_key).cmp(&(&jobs[y].job.owner_id, &jobs[y].job.idempotency_key))
+    });
+    order.dedup_by(|&mut later, &mut earlier| {
+        jobs[later].job.owner_id == jobs[earlier].job.owner_id && jobs[later].job.idempotency_key == jobs[earlier].job.idempotency_key
+    });
+    let n = order.len();
+    let (mut owners, mut ids, mut keys, mut fingerprints, mut kinds, mut activities, mut queues, mut inputs) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n),
+         Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut activity_ids, mut providers, mut options, mut activity_inputs, mut attempt_ids, mut numbers, mut first_providers, mut delays, mut start_timeouts) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n),
+         Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut ev_jobs, mut ev_seqs, mut ev_kinds, mut ev_attempts, mut ev_actors, mut ev_data) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for &k in &order {
+        let NewActivityJob { job, activity, attempt, events } = &jobs[k];
+        owners.push(job.owner_id.as_str());
+        ids.push(job.id);
+        keys.push(job.idempotency_key.as_str());
+        fingerprints.push(job.fingerprint.as_str());
+        kinds.push(job.kind.as_str());
+        activities.push(activity.name.as_str());
+        queues.push(job.task_queue.as_str());
+        inputs.push(&job.input);
+        activity_ids.push(activity.id);
+        providers.push(to_json(&activity.providers)?);
+        options.push(to_json(&activity.options)?);
+        activity_inputs.push(&activity.input);
+        attempt_ids.push(attempt.id);
+        numbers.push(attempt.number);
+        first_providers.push(attempt.provider.as_str());
+        delays.push(attempt.delay_ms as f64 / 1000.0);
+        start_timeouts.push(attempt.schedule_to_start_timeout_s.map(|s| s as f64));
+        for (seq, e) in events.iter().enumerate() {
+            ev_jobs.push(job.id);
+            ev_seqs.push(seq as i64 + 1);
+            ev_kinds.push(e.kind);
+            ev_attempts.push(e.attempt_id);
+            ev_actors.push(e.actor.as_str());
+            ev_data.push(&e.data);
+        }
+    }
+    // Invariant 1: each job insert is ON CONFLICT DO NOTHING, and its activity, attempt
+    // and events are inserted only from the row it returns: a taken key inserts nothing.
+    let rows = sqlx::query(&INSERT_ACTIVITY_JOBS_SQL)
+        .bind(&owners)
+        .bind(&ids)
+        .bind(&keys)
+        .bind(&fingerprints)
+        .bind(&kinds)
+        .bind(&activities)
+        .bind(&queues)
+        .bind(&inputs)
+        .bind(&activity_ids)
+        .bind(&providers)
+        .bind(&options)
+        .bind(&activity_inputs)
+        .bind(&attempt_ids)
+        .bind(&numbers)
+        .bind(&first_providers)
+        .bind(&delays)
+        .bind(&start_timeouts)
+        .bind(&ev_jobs)
+        .bind(&ev_seqs)
+        .bind(&ev_kinds)
+        .bind(&ev_attempts)
+        .bind(&ev_actors)
+        .bind(&ev_data)
+        .fetch_all(pool)
+        .await?;
+    let mut answers: Vec<Option<(JobRow, AttemptRow)>> = vec![None; jobs.len()];
+    for row in &rows {
+        let attempt = attempt_row(row)?;
+        let Some(&k) = order.iter().find(|&&k| jobs[k].job.id == attempt.job_id) else {
+            return Err(StoreError::Corrupt("a batched submission returned a job it was not given".into()));
+        };
+        let status: String = row.try_get("job_status")?;
+        let job = &jobs[k].job;
+        let job_row = JobRow {
+            owner_id: job.owner_id.clone(),
+            id: job.id,
+            idempotency_key: job.idempotency_key.clone(),
+            fingerprint: job.fingerprint.clone(),
+            kind: job.kind,
+            workflow: None,
+            activity: job.activity.clone(),
+            task_queue: job.task_queue.clone(),
+            input: job.input.clone(),
+            status: JobStatus::parse(&status).ok_or_else(|| corrupt("job status", &status))?,
+            version: row.try_get("job_version")?,
+            result: None,
+            error: None,
+            completed_by: None,
+            created_at: row.try_get("job_created_at")?,
+            updated_at: row.try_get("job_updated_at")?,
+            finished_at: None,
+            wf_ready: false,
+            wf_lease_token: None,
+            wf_parked: false,
+        };
+        answers[k] = Some((job_row, attempt));
+    }
+    Ok(answers)
+}
+
+/// Many submissions of activity jobs in one statement: [`INSERT_ACTIVITY_JOB_SQL`] over
+/// arrays, one element per job (`$1`–`$17`), and the events of every job (`$18`–`$23`).
+static INSERT_ACTIVITY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
+    let attempt_columns: String = ATTEMPT_COLUMNS.split(',').map(|c| format!("t.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    format!(
+        "WITH i AS (
+             SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                                  $8::jsonb[], $9::uuid[], $10::jsonb[], $11::jsonb[], $12::jsonb[], $13::uuid[],
+                                  $14::int4[], $15::text[], $16::float8[], $17::float8[])
+                 WITH ORDINALITY AS i(owner_id, job_id, idempotency_key, fingerprint, kind, activity, task_queue,
+                                      input, activity_id, providers, options, activity_input, attempt_id,
+                                      number, provider, delay_s, start_timeout_s, ord)
+         ), j AS (
+             INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input, wf_ready)
+             SELECT owner_id, job_id, idempotency_key, fingerprint, kind, activity, task_queue, input, false
+             FROM i ORDER BY ord
+             ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+             RETURNING owner_id, id, status, version, created_at, updated_at
+         ), a AS (
+             INSERT INTO activities (owner_id, id, job_id, seq, name, providers, options, task_queue, input)
+             SELECT i.owner_id, i.activity_id, i.job_id, 0, i.activity,
+                    ARRAY(SELECT p FROM jsonb_array_elements_text(i.providers) WITH ORDINALITY AS x(p, n) ORDER BY n),
+                    i.options, i.task_queue, i.activity_input
+             FROM i JOIN j ON j.owner_id = i.owner_id AND j.id = i.job_id
+             RETURNING owner_id, id, job_id
+         ), t AS (
+             INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue,
+                                   provider, available_at, start_deadline_at)
+             SELECT i.owner_id, i.attempt_id, a.id, a.job_id, i.number, i.activity, i.task_queue, i.provider,
+                    now() + make_interval(secs => i.delay_s),
+                    now() + make_interval(secs => i.delay_s) + make_interval(secs => i.start_timeout_s)
+             FROM i JOIN a ON a.owner_id = i.owner_id AND a.id = i.activity_id
+             RETURNING {ATTEMPT_COLUMNS}
+         ), e AS (
+             INSERT INTO job_events (owner_id, job_id, seq, type, attempt_id, actor, data)
+             SELECT j.owner_id, j.id, ev.seq, ev.type, ev.attempt_id, ev.actor, ev.data
+             FROM unnest($18::uuid[], $19::int8[], $20::text[], $21::uuid[], $22::text[], $23::jsonb[])
+                     AS ev(job_id, seq, type, attempt_id, actor, data)
+             JOIN j ON j.id = ev.job_id
+         )
+         SELECT {attempt_columns}, j.status AS job_status, j.version AS job_version,
+                j.created_at AS job_created_at, j.updated_at AS job_updated_at
+         FROM j JOIN t ON t.owner_id = j.owner_id AND t.job_id = j.id"
+    )
+});
+
 /// The channel on which PostgreSQL engines tell each other that work was scheduled.
 const WORK_CHANNEL: &str = "onceflow_work";
 
@@ -1071,6 +1311,33 @@ impl StoreTx for PgTx {
         .fetch_optional(&mut *self.tx)
         .await?;
         row.as_ref().map(job_row).transpose()
+    }
+
+    async fn lock_jobs_of_attempts(&mut self, attempt_ids: &[Uuid]) -> StoreResult<Vec<(JobRow, AttemptRow)>> {
+        // Locking discipline: the jobs first, in (owner, id) order, so that batches never
+        // wait on each other in a cycle; the attempts are read once their jobs are held.
+        let jobs = sqlx::query(&LOCK_JOBS_OF_ATTEMPTS_SQL)
+        .bind(attempt_ids)
+        .fetch_all(&mut *self.tx)
+        .await?
+        .iter()
+        .map(job_row)
+        .collect::<StoreResult<Vec<_>>>()?;
+        let attempts = sqlx::query(&format!(
+            "SELECT {} FROM unnest($1::uuid[]) AS x(id) JOIN attempts a ON a.id = x.id",
+            ATTEMPT_COLUMNS.split(", ").map(|c| format!("a.{}", c.trim())).collect::<Vec<_>>().join(", ")
+        ))
+            .bind(attempt_ids)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        let mut locked = Vec::with_capacity(attempts.len());
+        for row in &attempts {
+            let attempt = attempt_row(row)?;
+            if let Some(job) = jobs.iter().find(|j| j.owner_id == attempt.owner_id && j.id == attempt.job_id) {
+                locked.push((job.clone(), attempt));
+            }
+        }
+        Ok(locked)
     }
 
     async fn lock_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobRow>> {
@@ -1306,6 +1573,35 @@ impl StoreTx for PgTx {
         .fetch_one(&mut *self.tx)
         .await?;
         Ok((row.try_get("activity_won")?, row.try_get("job_won")?))
+    }
+
+    async fn commit_activity_job_results(&mut self, wins: &[WinningResult], from: &[AttemptStatus]) -> StoreResult<Vec<(bool, bool)>> {
+        let owners: Vec<&str> = wins.iter().map(|w| w.owner_id.as_str()).collect();
+        let jobs: Vec<Uuid> = wins.iter().map(|w| w.job_id).collect();
+        let job_versions: Vec<i64> = wins.iter().map(|w| w.job_version).collect();
+        let activities: Vec<Uuid> = wins.iter().map(|w| w.activity_id).collect();
+        let read_versions: Vec<i64> = wins.iter().map(|w| w.read_version).collect();
+        let attempts: Vec<Uuid> = wins.iter().map(|w| w.attempt_id).collect();
+        let results: Vec<&Value> = wins.iter().map(|w| &w.result).collect();
+        let rows = sqlx::query(&COMMIT_ACTIVITY_JOB_RESULTS_SQL)
+            .bind(&owners)
+            .bind(&jobs)
+            .bind(&job_versions)
+            .bind(&activities)
+            .bind(&read_versions)
+            .bind(&attempts)
+            .bind(&results)
+            .bind(status_words(from))
+            .fetch_all(&mut *self.tx)
+            .await?;
+        let mut taken = vec![(false, false); wins.len()];
+        for row in &rows {
+            let at: i64 = row.try_get("ord")?;
+            let slot = usize::try_from(at - 1).ok().and_then(|i| taken.get_mut(i));
+            let slot = slot.ok_or_else(|| StoreError::Corrupt("a batched CAS answered a result it was not given".into()))?;
+            *slot = (row.try_get("activity_won")?, row.try_get("job_won")?);
+        }
+        Ok(taken)
     }
 
     async fn close_activity(

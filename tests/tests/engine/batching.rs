@@ -1,0 +1,207 @@
+//! Concurrent calls on one engine share statements (natural batching), and every call is
+//! still judged alone: one job per key, one winner per activity, each completion answered
+//! as it would be answered on its own.
+
+use std::collections::HashMap;
+
+use futures::future::join_all;
+use onceflow_engine::model::{AttemptStatus, CompletionOutcome, JobStatus, Scope};
+use onceflow_engine::store::WinningResult;
+use onceflow_engine::{Completion, CompletionBody, Engine, EngineError};
+use onceflow_tests::{claim, error_of, event_types, llm_job, owner, quick_options, result_of, rules, text_schema, ALICE};
+use serde_json::json;
+use uuid::Uuid;
+
+/// What a submission answered.
+type Answer = Result<onceflow_engine::Submission, EngineError>;
+
+/// The sum and count of the `onceflow_batch_items{kind}` histogram.
+async fn batch_sizes(engine: &Engine, kind: &str) -> (f64, f64) {
+    let text = engine.metrics_text().await.expect("metrics");
+    let read = |suffix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("onceflow_batch_items_{suffix}{{kind=\"{kind}\"}}")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (read("sum"), read("count"))
+}
+
+/// `n` jobs of ALICE, each with its primary attempt handed out.
+async fn held_jobs(engine: &Engine, n: usize) -> Vec<onceflow_engine::model::ActivityTask> {
+    for i in 0..n {
+        engine.submit(ALICE, &format!("held-{i}"), &llm_job(json!({ "i": i }), quick_options())).await.unwrap();
+    }
+    let tasks = claim(engine, &owner(ALICE), "w1", "primary-llm", n as u32).await;
+    assert_eq!(tasks.len(), n);
+    tasks
+}
+
+rules! {
+    async fn concurrent_submissions_to_one_engine_make_one_job_per_key(db) {
+        let engine = db.engine();
+        let keys = 40;
+        // Four identical requests per key and one with other input, all at once.
+        let mut calls = Vec::new();
+        for k in 0..keys {
+            for copy in 0..5 {
+                let input = if copy == 4 { json!({ "k": k, "other": true }) } else { json!({ "k": k }) };
+                calls.push((format!("key-{k}"), input));
+            }
+        }
+        let answers = join_all(calls.iter().map(|(key, input)| {
+            let engine = engine.clone();
+            let request = llm_job(input.clone(), quick_options());
+            async move { engine.submit(ALICE, key, &request).await }
+        }))
+        .await;
+        assert_eq!(db.count("SELECT count(*) FROM jobs").await as usize, keys, "one job per key");
+        assert_eq!(db.count("SELECT count(*) FROM attempts").await as usize, keys, "one first attempt per job");
+        let mut per_key: HashMap<&str, Vec<(&serde_json::Value, &Answer)>> = HashMap::new();
+        for ((key, input), answer) in calls.iter().zip(&answers) {
+            per_key.entry(key.as_str()).or_default().push((input, answer));
+        }
+        for (key, answers) in per_key {
+            let created: Vec<_> = answers.iter().filter_map(|(i, a)| a.as_ref().ok().filter(|s| !s.replayed).map(|s| (*i, s))).collect();
+            assert_eq!(created.len(), 1, "{key}: exactly one submission created the job");
+            let (winning_input, job) = (created[0].0, &created[0].1.job);
+            for (input, answer) in &answers {
+                match answer {
+                    Ok(s) => {
+                        assert_eq!(s.job.id, job.id, "{key}: every accepted submission answers the one job");
+                        assert_eq!(*input, winning_input, "{key}: only the same request is a replay");
+                    }
+                    Err(EngineError::IdempotencyKeyReused { job_id }) => {
+                        assert_eq!(*job_id, job.id);
+                        assert_ne!(*input, winning_input, "{key}: only another request is refused");
+                    }
+                    Err(e) => panic!("{key}: unexpected {e:?}"),
+                }
+            }
+            let events = event_types(&engine, job.id).await;
+            assert_eq!(events.iter().filter(|e| *e == "job_created").count(), 1, "{key}: {events:?}");
+        }
+        let (items, flushes) = batch_sizes(&engine, "submissions").await;
+        assert!(flushes > 0.0 && items > flushes, "concurrent submissions shared flushes: {items} items in {flushes} flushes");
+    }
+
+    async fn concurrent_completions_on_one_engine_are_each_judged_alone(db) {
+        let engine = db.engine();
+        engine.register_contract(ALICE, "generate", &text_schema()).await.unwrap();
+        let tasks = held_jobs(&engine, 40).await;
+        let wrong = |_: &onceflow_engine::model::ActivityTask| Completion {
+            lease_token: Uuid::now_v7(),
+            body: CompletionBody::Result(json!({ "text": "forged" })),
+        };
+        // 0..10 a result sent twice at once; 10..20 a forged token beside the real one;
+        // 20..30 an error; 30..40 a result that breaks the contract.
+        let mut calls: Vec<(usize, Completion)> = Vec::new();
+        for (i, t) in tasks.iter().enumerate() {
+            match i / 10 {
+                0 => {
+                    calls.push((i, result_of(t, json!({ "text": format!("r{i}") }))));
+                    calls.push((i, result_of(t, json!({ "text": format!("r{i}") }))));
+                }
+                1 => {
+                    calls.push((i, wrong(t)));
+                    calls.push((i, result_of(t, json!({ "text": format!("r{i}") }))));
+                }
+                2 => calls.push((i, error_of(t, "provider down", false))),
+                _ => calls.push((i, result_of(t, json!({ "words": 3 })))),
+            }
+        }
+        let answers = join_all(calls.iter().map(|(i, c)| {
+            let engine = engine.clone();
+            let attempt = tasks[*i].attempt_id;
+            async move { engine.complete(&Scope::AllOwners, attempt, c).await }
+        }))
+        .await;
+        for ((i, c), answer) in calls.iter().zip(&answers) {
+            let forged = c.lease_token != tasks[*i].lease_token;
+            match (i / 10, answer) {
+                (0, Ok(CompletionOutcome::Won)) => {}
+                (1, Err(EngineError::LeaseLost)) if forged => {}
+                (1, Ok(CompletionOutcome::Won)) if !forged => {}
+                (2, Ok(CompletionOutcome::Recorded)) => {}
+                (3, Err(EngineError::ContractViolation { .. })) => {}
+                (group, other) => panic!("completion {i} (group {group}, forged {forged}) answered {other:?}"),
+            }
+        }
+        for (i, t) in tasks.iter().enumerate() {
+            let job = engine.job(&owner(ALICE), t.job_id).await.unwrap();
+            let attempt = &job.activities[0].attempts[0];
+            let events = event_types(&engine, t.job_id).await;
+            let count = |kind: &str| events.iter().filter(|e| *e == kind).count();
+            match i / 10 {
+                0 | 1 => {
+                    assert_eq!(job.status, JobStatus::Succeeded, "job {i}");
+                    assert_eq!(job.result, Some(json!({ "text": format!("r{i}") })), "job {i}");
+                    assert_eq!(job.activities[0].version, 1, "job {i}: the slot was taken once");
+                    assert_eq!((count("attempt_succeeded"), count("job_succeeded")), (1, 1), "job {i}: {events:?}");
+                }
+                2 => {
+                    assert_eq!(attempt.status, AttemptStatus::Failed, "job {i}");
+                    assert_eq!(count("attempt_failed"), 1, "job {i}: {events:?}");
+                }
+                _ => {
+                    assert_eq!(attempt.status, AttemptStatus::Invalid, "job {i}");
+                    assert_eq!(job.result, None, "job {i}: an invalid result is never committed");
+                    assert_eq!(count("attempt_invalid"), 1, "job {i}: {events:?}");
+                }
+            }
+        }
+        let (items, flushes) = batch_sizes(&engine, "completions").await;
+        assert!(flushes > 0.0 && items > flushes, "concurrent completions shared flushes: {items} items in {flushes} flushes");
+    }
+
+    async fn the_batched_win_takes_each_slot_alone_and_a_stale_writer_loses_whole(db) {
+        let engine = db.engine();
+        let tasks = held_jobs(&engine, 3).await;
+        let store = db.store();
+        let mut tx = store.begin().await.unwrap();
+        let ids: Vec<Uuid> = tasks.iter().map(|t| t.attempt_id).collect();
+        let locked = tx.lock_jobs_of_attempts(&ids).await.unwrap();
+        assert_eq!(locked.len(), 3, "every attempt is found with its job");
+        let win = |t: &onceflow_engine::model::ActivityTask| {
+            let (job, attempt) = locked.iter().find(|(_, a)| a.id == t.attempt_id).expect("locked");
+            WinningResult::of(job, attempt, &json!({ "text": "ok" }))
+        };
+        let fresh = win(&tasks[0]);
+        let stale_activity = WinningResult { read_version: 7, ..win(&tasks[1]) };
+        let stale_job = WinningResult { job_version: 99, ..win(&tasks[2]) };
+        let live = [AttemptStatus::Started, AttemptStatus::Unknown, AttemptStatus::Scheduled, AttemptStatus::Cancelled];
+        let taken = tx.commit_activity_job_results(&[fresh, stale_activity, stale_job], &live).await.unwrap();
+        assert_eq!(taken, vec![(true, true), (false, false), (true, false)]);
+        // The stale activity version moved nothing at all.
+        let loser = tx.attempt(ALICE, tasks[1].attempt_id).await.unwrap().unwrap();
+        assert_eq!((loser.status, loser.completion_outcome), (AttemptStatus::Started, None));
+        let loser_activity = tx.activity(ALICE, loser.activity_id).await.unwrap().unwrap();
+        assert_eq!((loser_activity.version, loser_activity.completed_by), (0, None));
+        assert_eq!(tx.lock_job(ALICE, tasks[1].job_id).await.unwrap().unwrap().status, JobStatus::Running);
+        // A stale job version: the activity's slot is taken, the job's is not.
+        assert_eq!(tx.lock_job(ALICE, tasks[2].job_id).await.unwrap().unwrap().status, JobStatus::Running);
+        assert_eq!(tx.lock_job(ALICE, tasks[0].job_id).await.unwrap().unwrap().status, JobStatus::Succeeded);
+        // A second batch for the taken slot loses whole.
+        let again = WinningResult { attempt_id: Uuid::now_v7(), read_version: 1, ..win(&tasks[0]) };
+        assert_eq!(tx.commit_activity_job_results(&[again], &live).await.unwrap(), vec![(false, false)]);
+        assert_eq!(tx.lock_job(ALICE, tasks[0].job_id).await.unwrap().unwrap().completed_by, Some(tasks[0].attempt_id));
+    }
+
+    async fn a_completion_batch_finds_no_attempt_of_another_owner(db) {
+        let engine = db.engine();
+        let tasks = held_jobs(&engine, 2).await;
+        let answers = join_all(tasks.iter().map(|t| {
+            let engine = engine.clone();
+            let completion = result_of(t, json!({ "text": "x" }));
+            async move { engine.complete(&owner("mallory"), t.attempt_id, &completion).await }
+        }))
+        .await;
+        for answer in answers {
+            assert!(matches!(answer, Err(EngineError::NotFound)), "{answer:?}");
+        }
+        for t in &tasks {
+            assert_eq!(engine.job(&owner(ALICE), t.job_id).await.unwrap().status, JobStatus::Running);
+        }
+    }
+}
