@@ -3,6 +3,10 @@
 use clap::Parser;
 use onceflow_engine::cli::{run, Cli};
 
+/// The process allocator (see engine/Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let telemetry = onceflow_engine::telemetry::init();

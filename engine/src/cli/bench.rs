@@ -427,7 +427,9 @@ impl Bench {
         let (elapsed, verified) = measured?;
         stopped?;
         let n = self.jobs;
-        let rate = self.result("e2e", n, elapsed, "");
+        // The whole bench process (server, worker and producers): a bound on the worker's.
+        let rss = peak_rss_mb().map(|mb| format!(" peak_rss_mb={mb:.1}")).unwrap_or_default();
+        let rate = self.result("e2e", n, elapsed, &rss);
         eprintln!(
             "bench e2e: {n} jobs submitted over HTTP by {} producers and run by one SDK worker (max {} attempts) \
              in {:.3} s: {rate:.1} jobs/s; {verified} verified succeeded; worker {:?}",
@@ -761,6 +763,14 @@ async fn stop_worker(worker: &Worker, task: WorkerTask) -> Result<(), String> {
         Ok(Err(e)) => Err(format!("the worker task failed: {e}")),
         Err(_) => Err("the worker did not stop within 30 s".to_owned()),
     }
+}
+
+/// The peak resident memory of this process in MB (`VmHWM`), where the system tells it.
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
 }
 
 /// Nearest-rank percentile of sorted samples.
