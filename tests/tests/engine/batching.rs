@@ -81,9 +81,12 @@ rules! {
             }
             let events = event_types(&engine, job.id).await;
             assert_eq!(events.iter().filter(|e| *e == "job_created").count(), 1, "{key}: {events:?}");
+            let accepted = answers.iter().filter(|(_, a)| a.is_ok()).count();
+            assert_eq!(events.iter().filter(|e| *e == "job_replayed").count(), accepted - 1, "{key}: one event per replay: {events:?}");
         }
         let (items, flushes) = batch_sizes(&engine, "submissions").await;
         assert!(flushes > 0.0 && items > flushes, "concurrent submissions shared flushes: {items} items in {flushes} flushes");
+
     }
 
     async fn concurrent_completions_on_one_engine_are_each_judged_alone(db) {
