@@ -79,7 +79,12 @@ rules! {
     }
 
     async fn a_worker_killed_between_steps_is_replaced_without_rerunning_completed_activities(db) {
-        let server = TestServer::start(db).await;
+        // A workflow task the killed worker may hold comes back after its lease: 2 s here
+        // (30 s by default), so the replacement's wait stays short on a loaded machine.
+        let engine = db.engine().with_workflow_task_lease(Duration::from_secs(2));
+        let tokens = onceflow_tests::server::Tokens::mint(&engine).await;
+        let config = onceflow_engine::http::ServerConfig { reaper_interval: Duration::from_millis(100), ..Default::default() };
+        let server = TestServer::start_engine(engine, tokens, config).await;
         let client = Client::new(&server.api.url, &server.tokens.client).unwrap();
         let id = client.submit("k", &workflow_job("pipeline", json!({"text": "x"}))).await.unwrap().job.id;
         // A worker process that runs the workflow and `fetch` only: the job stops after step 1.
