@@ -971,6 +971,35 @@ pub static OVERDUE_SCHEDULED_SQL: LazyLock<String> = LazyLock::new(|| {
              FOR UPDATE OF j, a SKIP LOCKED".to_owned()
 });
 
+/// The row of an activity job just inserted: what was inserted, with the status,
+/// version and times the statement returned (`job_status`, `job_version`,
+/// `job_created_at`, `job_updated_at`).
+fn inserted_job_row(job: &NewJob, row: &PgRow) -> StoreResult<JobRow> {
+    let status: String = row.try_get("job_status")?;
+    Ok(JobRow {
+        owner_id: job.owner_id.clone(),
+        id: job.id,
+        idempotency_key: job.idempotency_key.clone(),
+        fingerprint: job.fingerprint.clone(),
+        kind: job.kind,
+        workflow: None,
+        activity: job.activity.clone(),
+        task_queue: job.task_queue.clone(),
+        input: job.input.clone(),
+        status: JobStatus::parse(&status).ok_or_else(|| corrupt("job status", &status))?,
+        version: row.try_get("job_version")?,
+        result: None,
+        error: None,
+        completed_by: None,
+        created_at: row.try_get("job_created_at")?,
+        updated_at: row.try_get("job_updated_at")?,
+        finished_at: None,
+        wf_ready: false,
+        wf_lease_token: None,
+        wf_parked: false,
+    })
+}
+
 /// Runs [`INSERT_ACTIVITY_JOB_SQL`] on `exec`.
 async fn insert_activity_job_on<'e, E: sqlx::PgExecutor<'e>>(
     exec: E,
@@ -1012,30 +1041,7 @@ async fn insert_activity_job_on<'e, E: sqlx::PgExecutor<'e>>(
         .fetch_optional(exec)
         .await?;
     let Some(row) = row else { return Ok(None) };
-    let status: String = row.try_get("job_status")?;
-    let job_row = JobRow {
-        owner_id: job.owner_id.clone(),
-        id: job.id,
-        idempotency_key: job.idempotency_key.clone(),
-        fingerprint: job.fingerprint.clone(),
-        kind: job.kind,
-        workflow: None,
-        activity: job.activity.clone(),
-        task_queue: job.task_queue.clone(),
-        input: job.input.clone(),
-        status: JobStatus::parse(&status).ok_or_else(|| corrupt("job status", &status))?,
-        version: row.try_get("job_version")?,
-        result: None,
-        error: None,
-        completed_by: None,
-        created_at: row.try_get("job_created_at")?,
-        updated_at: row.try_get("job_updated_at")?,
-        finished_at: None,
-        wf_ready: false,
-        wf_lease_token: None,
-        wf_parked: false,
-    };
-    Ok(Some((job_row, attempt_row(&row)?)))
+    Ok(Some((inserted_job_row(job, &row)?, attempt_row(&row)?)))
 }
 
 /// The submission of an activity job in one statement: job (dedup insert), activity 0,
@@ -1154,31 +1160,7 @@ async fn insert_activity_jobs_on(pool: &PgPool, jobs: &[NewActivityJob]) -> Stor
         let Some(&k) = order.iter().find(|&&k| jobs[k].job.id == attempt.job_id) else {
             return Err(StoreError::Corrupt("a batched submission returned a job it was not given".into()));
         };
-        let status: String = row.try_get("job_status")?;
-        let job = &jobs[k].job;
-        let job_row = JobRow {
-            owner_id: job.owner_id.clone(),
-            id: job.id,
-            idempotency_key: job.idempotency_key.clone(),
-            fingerprint: job.fingerprint.clone(),
-            kind: job.kind,
-            workflow: None,
-            activity: job.activity.clone(),
-            task_queue: job.task_queue.clone(),
-            input: job.input.clone(),
-            status: JobStatus::parse(&status).ok_or_else(|| corrupt("job status", &status))?,
-            version: row.try_get("job_version")?,
-            result: None,
-            error: None,
-            completed_by: None,
-            created_at: row.try_get("job_created_at")?,
-            updated_at: row.try_get("job_updated_at")?,
-            finished_at: None,
-            wf_ready: false,
-            wf_lease_token: None,
-            wf_parked: false,
-        };
-        answers[k] = Some((job_row, attempt));
+        answers[k] = Some((inserted_job_row(&jobs[k].job, row)?, attempt));
     }
     Ok(answers)
 }
