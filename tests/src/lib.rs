@@ -55,6 +55,7 @@ pub struct TestDb {
 impl TestDb {
     /// Creates and migrates a new database on `backend`.
     pub async fn new(backend: Backend) -> TestDb {
+        capture_engine_logs();
         let name = format!("onceflow_test_{}", uuid::Uuid::new_v4().simple());
         let db = match backend {
             Backend::Postgres => {
@@ -267,6 +268,16 @@ impl Drop for TestDb {
             eprintln!("warning: could not drop a test database");
         }
     }
+}
+
+/// Sends the engine's log lines (`RUST_LOG`, default `warn`) to the test's captured
+/// output, so a failing test shows what the engine said (a reaper error, a refused
+/// heartbeat) next to its panic; a passing test shows nothing.
+fn capture_engine_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Once per test binary; a later call finds the subscriber installed and does nothing.
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_test_writer().try_init();
 }
 
 /// Waits until `check` answers `true`, polling; panics after `timeout`.

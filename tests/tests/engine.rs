@@ -3,6 +3,7 @@
 
 mod engine {
     mod batching;
+    mod cancellation;
     mod commit;
     mod dedup;
     mod dispatch;

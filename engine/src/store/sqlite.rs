@@ -75,9 +75,22 @@ impl SqliteStore {
         &self.pool
     }
 
+    /// Begins a write transaction; safe to drop at any point.
+    ///
+    /// sqlx's begin with a custom statement awaits once more after `BEGIN IMMEDIATE` has
+    /// run; a caller dropped there (a handler whose client hung up) would leave that
+    /// transaction open on a pooled connection, holding SQLite's write lock for good. So
+    /// the begin runs on its own task: a dropped caller drops only a whole `Transaction`,
+    /// which rolls back, and the in-process writer queue is released with it.
     async fn write(&self) -> StoreResult<SqliteTx> {
-        let guard = self.writer.clone().lock_owned().await;
-        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (writer, pool) = (self.writer.clone(), self.pool.clone());
+        let (guard, tx) = tokio::spawn(async move {
+            let guard = writer.lock_owned().await;
+            let tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+            Ok::<_, sqlx::Error>((guard, tx))
+        })
+        .await
+        .map_err(|_| sqlx::Error::WorkerCrashed)??;
         Ok(SqliteTx { tx, now: now_us(), _writer: guard, listeners: self.listeners.clone(), wake: false })
     }
 }
