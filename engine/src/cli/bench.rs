@@ -81,6 +81,35 @@ pub struct BenchArgs {
     /// Pre-fill this many finished jobs (owner `bench_history`) before the workloads.
     #[arg(long, default_value_t = 0)]
     history: u64,
+    /// Run e2e's SDK worker in a process of its own (this binary, re-run), as a user
+    /// runs one, and report that process's peak memory as `worker_peak_rss_mb`.
+    #[arg(long)]
+    worker_process: bool,
+}
+
+/// `onceflow bench-worker`: the no-op SDK worker of `--worker-process`. It prints
+/// `won=N` whenever its count of won results changes, stops when its standard input
+/// closes, and then prints `peak_rss_mb=X`.
+#[derive(Args, Debug)]
+pub struct BenchWorkerArgs {
+    /// The server.
+    #[arg(long)]
+    url: String,
+    /// A worker token of that server.
+    #[arg(long)]
+    worker_token: String,
+    /// The worker's name.
+    #[arg(long)]
+    worker_id: String,
+    /// The task queue to poll.
+    #[arg(long)]
+    task_queue: String,
+    /// The activity the no-op provider serves.
+    #[arg(long)]
+    activity: String,
+    /// The most attempts at once.
+    #[arg(long)]
+    concurrency: usize,
 }
 
 /// The output of the no-op provider.
@@ -126,6 +155,7 @@ struct Bench {
     run_id: String,
     jobs: u64,
     concurrency: usize,
+    worker_process: bool,
     http: reqwest::Client,
 }
 
@@ -175,6 +205,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 run_id,
                 jobs: args.jobs,
                 concurrency: args.concurrency,
+                worker_process: args.worker_process,
                 http,
             };
             (bench, Some(LocalServer { shutdown, handle }))
@@ -199,6 +230,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 run_id,
                 jobs: args.jobs,
                 concurrency: args.concurrency,
+                worker_process: args.worker_process,
                 http,
             };
             (bench, None)
@@ -421,36 +453,43 @@ impl Bench {
 
     async fn e2e(&self) -> Result<f64, String> {
         let names = self.names("e2e");
-        let (worker, task) = self.start_worker(&names, self.concurrency, None)?;
-        let measured = self.e2e_measure(&names, &worker, &task).await;
-        let stopped = stop_worker(&worker, task).await;
+        let mut worker = if self.worker_process {
+            E2eWorker::Process(WorkerProcess::spawn(self, &names)?)
+        } else {
+            let (worker, task) = self.start_worker(&names, self.concurrency, None)?;
+            E2eWorker::InProcess(worker, task)
+        };
+        let measured = self.e2e_measure(&names, &mut worker).await;
+        let described = worker.describe();
+        let stopped = worker.stop().await;
         let (elapsed, verified) = measured?;
-        stopped?;
+        let worker_rss = stopped?;
         let n = self.jobs;
-        // The whole bench process (server, worker and producers): a bound on the worker's.
-        let rss = peak_rss_mb().map(|mb| format!(" peak_rss_mb={mb:.1}")).unwrap_or_default();
-        let rate = self.result("e2e", n, elapsed, &rss);
+        // This process: the server (unless --url), the producers and, unless
+        // --worker-process, the worker too.
+        let mut extra = peak_rss_mb().map(|mb| format!(" peak_rss_mb={mb:.1}")).unwrap_or_default();
+        if let Some(mb) = worker_rss {
+            extra.push_str(&format!(" worker_peak_rss_mb={mb:.1}"));
+        }
+        let rate = self.result("e2e", n, elapsed, &extra);
         eprintln!(
             "bench e2e: {n} jobs submitted over HTTP by {} producers and run by one SDK worker (max {} attempts) \
-             in {:.3} s: {rate:.1} jobs/s; {verified} verified succeeded; worker {:?}",
+             in {:.3} s: {rate:.1} jobs/s; {verified} verified succeeded; worker {described}",
             self.concurrency,
             self.concurrency,
             elapsed.as_secs_f64(),
-            worker.stats()
         );
         Ok(rate)
     }
 
-    async fn e2e_measure(&self, names: &Names, worker: &Worker, task: &WorkerTask) -> Result<(Duration, u64), String> {
+    async fn e2e_measure(&self, names: &Names, worker: &mut E2eWorker) -> Result<(Duration, u64), String> {
         let n = self.jobs;
-        let client = self.client()?;
-        self.warm_up(&client, names, worker, task).await?;
-        let baseline = worker.stats().won;
+        // One job first, so that the worker has registered its contract and is polling.
+        submit_warm_up(&self.client()?, names).await?;
+        worker.wait_won(1).await?;
+        let baseline = worker.won();
         let start = Instant::now();
-        let (_, done) = tokio::try_join!(
-            self.produce(names, n, 1),
-            wait_won(worker, task, baseline + n, Duration::from_millis(20))
-        )?;
+        let (_, done) = tokio::try_join!(self.produce(names, n, 1), worker.wait_won(baseline + n))?;
         let elapsed = done.saturating_duration_since(start);
         let (succeeded, listed) = self.count_jobs(names, Some("succeeded"), n).await?;
         if succeeded != n {
@@ -461,11 +500,7 @@ impl Bench {
 
     /// One job, so that the worker has registered its contract and is polling.
     async fn warm_up(&self, client: &Client, names: &Names, worker: &Worker, task: &WorkerTask) -> Result<(), String> {
-        let key = format!("{}warmup", names.key_prefix);
-        client
-            .submit(&key, &job_body(names, u64::MAX))
-            .await
-            .map_err(|e| format!("{}: the warm-up submission failed: {e}", names.workload))?;
+        submit_warm_up(client, names).await?;
         wait_won(worker, task, 1, Duration::from_millis(5)).await?;
         Ok(())
     }
@@ -697,6 +732,170 @@ impl Bench {
         }
         Ok((elapsed, misses.load(Ordering::Relaxed), cas_failures.load(Ordering::Relaxed)))
     }
+}
+
+/// The SDK worker of e2e: in this process, or in a child process of its own.
+enum E2eWorker {
+    InProcess(Arc<Worker>, WorkerTask),
+    Process(WorkerProcess),
+}
+
+impl E2eWorker {
+    fn won(&self) -> u64 {
+        match self {
+            E2eWorker::InProcess(worker, _) => worker.stats().won,
+            E2eWorker::Process(process) => process.won,
+        }
+    }
+
+    /// Waits until the worker has won `target` results; returns when it saw it.
+    async fn wait_won(&mut self, target: u64) -> Result<Instant, String> {
+        match self {
+            E2eWorker::InProcess(worker, task) => wait_won(worker, task, target, Duration::from_millis(5)).await,
+            E2eWorker::Process(process) => process.wait_won(target).await,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            E2eWorker::InProcess(worker, _) => format!("{:?}", worker.stats()),
+            E2eWorker::Process(process) => format!("process {} (won {})", process.child.id().unwrap_or(0), process.won),
+        }
+    }
+
+    /// Stops the worker; a worker process answers its peak memory in MB.
+    async fn stop(self) -> Result<Option<f64>, String> {
+        match self {
+            E2eWorker::InProcess(worker, task) => stop_worker(&worker, task).await.map(|()| None),
+            E2eWorker::Process(process) => process.stop().await.map(Some),
+        }
+    }
+}
+
+/// `onceflow bench-worker` run as a child: its stdout reports progress, closing its
+/// stdin stops it.
+struct WorkerProcess {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    won: u64,
+}
+
+impl WorkerProcess {
+    fn spawn(bench: &Bench, names: &Names) -> Result<WorkerProcess, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+        let mut child = tokio::process::Command::new(exe)
+            .arg("bench-worker")
+            .args(["--url", &bench.url, "--worker-token", &bench.worker_token])
+            .args(["--worker-id", &format!("bench-{}-{}", bench.run_id, names.workload)])
+            .args(["--task-queue", &names.queue, "--activity", &names.activity])
+            .args(["--concurrency", &bench.concurrency.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start the worker process: {e}"))?;
+        let stdout = child.stdout.take().ok_or("the worker process has no stdout")?;
+        let lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+        Ok(WorkerProcess { child, lines, won: 0 })
+    }
+
+    /// The next line of the child; an error when it ends or says nothing for [`STALL`].
+    async fn next_line(&mut self) -> Result<String, String> {
+        match tokio::time::timeout(STALL, self.lines.next_line()).await {
+            Ok(Ok(Some(line))) => Ok(line),
+            Ok(Ok(None)) => Err(format!("the worker process exited early (won {})", self.won)),
+            Ok(Err(e)) => Err(format!("reading the worker process: {e}")),
+            Err(_) => Err(format!("no progress for {} s (the worker process won {})", STALL.as_secs(), self.won)),
+        }
+    }
+
+    async fn wait_won(&mut self, target: u64) -> Result<Instant, String> {
+        while self.won < target {
+            let line = self.next_line().await?;
+            if let Some(won) = line.strip_prefix("won=").and_then(|n| n.parse().ok()) {
+                self.won = won;
+            } else if let Some(error) = line.strip_prefix("error=") {
+                return Err(format!("the worker process: {error}"));
+            }
+        }
+        Ok(Instant::now())
+    }
+
+    async fn stop(mut self) -> Result<f64, String> {
+        drop(self.child.stdin.take());
+        loop {
+            let line = self.next_line().await?;
+            if let Some(mb) = line.strip_prefix("peak_rss_mb=").and_then(|mb| mb.parse().ok()) {
+                let status = self.child.wait().await.map_err(|e| format!("the worker process: {e}"))?;
+                return if status.success() { Ok(mb) } else { Err(format!("the worker process exited with {status}")) };
+            }
+            if let Some(error) = line.strip_prefix("error=") {
+                return Err(format!("the worker process: {error}"));
+            }
+        }
+    }
+}
+
+/// Runs `onceflow bench-worker` (see [`BenchWorkerArgs`]).
+pub async fn run_worker_process(args: BenchWorkerArgs) -> Result<(), String> {
+    use std::io::Write;
+    let worker = Worker::builder(args.url, args.worker_token)
+        .worker_id(args.worker_id)
+        .task_queue(args.task_queue)
+        .max_concurrent_attempts(args.concurrency.max(1))
+        .poll_wait(Duration::from_secs(1))
+        .shutdown_grace(Duration::from_secs(10))
+        .provider(&args.activity, PROVIDER, |_ctx: ActivityContext, _input: Value| async move {
+            Ok::<_, ActivityError>(Noop { ok: true })
+        })
+        .build()
+        .map_err(|e| format!("cannot build the worker: {e}"))?;
+    let worker = Arc::new(worker);
+    let task = {
+        let worker = worker.clone();
+        tokio::spawn(async move { worker.run().await })
+    };
+    // Standard input closing (the bench is done, or gone) is the signal to stop.
+    let mut closed = tokio::spawn(async {
+        let mut sink = Vec::new();
+        let _ = tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::stdin(), &mut sink).await;
+    });
+    let mut reported = 0;
+    let mut out = std::io::stdout();
+    loop {
+        tokio::select! {
+            _ = &mut closed => break,
+            _ = tokio::time::sleep(Duration::from_millis(2)) => {}
+        }
+        let stats = worker.stats();
+        if stats.panics > 0 || stats.contract_violations > 0 || stats.local_contract_violations > 0 {
+            let _ = writeln!(out, "error=the no-op provider did not succeed; worker {stats:?}");
+            break;
+        }
+        if task.is_finished() {
+            let _ = writeln!(out, "error=the worker stopped early; worker {stats:?}");
+            break;
+        }
+        if stats.won != reported {
+            reported = stats.won;
+            let _ = writeln!(out, "won={reported}");
+            let _ = out.flush();
+        }
+    }
+    let stopped = stop_worker(&worker, task).await;
+    let _ = writeln!(out, "peak_rss_mb={:.1}", peak_rss_mb().unwrap_or(0.0));
+    let _ = out.flush();
+    stopped
+}
+
+/// Submits the warm-up job of a workload.
+async fn submit_warm_up(client: &Client, names: &Names) -> Result<(), String> {
+    let key = format!("{}warmup", names.key_prefix);
+    client
+        .submit(&key, &job_body(names, u64::MAX))
+        .await
+        .map_err(|e| format!("{}: the warm-up submission failed: {e}", names.workload))?;
+    Ok(())
 }
 
 fn job_body(names: &Names, k: u64) -> JobRequestBody {

@@ -49,6 +49,10 @@ enum Command {
     /// Measure throughput and latency (an in-process server, or a running one with --url);
     /// prints one `RESULT …` line per workload.
     Bench(bench::BenchArgs),
+    /// The SDK worker of `onceflow bench --worker-process`, run by the bench as a child
+    /// process (not for direct use).
+    #[command(hide = true)]
+    BenchWorker(bench::BenchWorkerArgs),
 }
 
 #[derive(Args, Debug)]
@@ -239,6 +243,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Schedules(SchedulesCommand::Pause { name, server }) => schedules::set_paused(&server, &name, true).await,
         Command::Schedules(SchedulesCommand::Resume { name, server }) => schedules::set_paused(&server, &name, false).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::BenchWorker(args) => bench::run_worker_process(args).await,
     }
 }
 
