@@ -454,7 +454,7 @@ impl Bench {
     async fn e2e(&self) -> Result<f64, String> {
         let names = self.names("e2e");
         let mut worker = if self.worker_process {
-            E2eWorker::Process(WorkerProcess::spawn(self, &names)?)
+            E2eWorker::Process(Box::new(WorkerProcess::spawn(self, &names)?))
         } else {
             let (worker, task) = self.start_worker(&names, self.concurrency, None)?;
             E2eWorker::InProcess(worker, task)
@@ -737,7 +737,7 @@ impl Bench {
 /// The SDK worker of e2e: in this process, or in a child process of its own.
 enum E2eWorker {
     InProcess(Arc<Worker>, WorkerTask),
-    Process(WorkerProcess),
+    Process(Box<WorkerProcess>),
 }
 
 impl E2eWorker {
