@@ -56,6 +56,7 @@ pub struct Engine {
     metrics: Arc<crate::metrics::Metrics>,
     schedules_changed: Arc<Notify>,
     batches: Arc<Batches>,
+    tokens: Arc<tokens::TokenCache>,
 }
 
 /// The natural batchers of the hot path (see `batch.rs`): concurrent calls share round
@@ -169,6 +170,7 @@ impl Engine {
             workflow_task_lease: std::time::Duration::from_secs(30),
             metrics,
             schedules_changed: Arc::new(Notify::new()),
+            tokens: Arc::new(tokens::TokenCache::default()),
         }
     }
 

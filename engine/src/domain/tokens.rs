@@ -1,6 +1,9 @@
 //! API tokens: minted with a role and an owner, stored only as hashes, checked in
 //! constant time.
 
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
@@ -12,6 +15,39 @@ use crate::store::TokenRow;
 
 /// Every token starts with this, so that leaked tokens are easy to spot.
 const TOKEN_PREFIX: &str = "of_";
+
+/// How long a token found in the database is trusted without looking again. A token
+/// revoked through this engine stops working at once; one revoked through another engine
+/// on the same database stops working here within this time.
+pub(crate) const TOKEN_CACHE_TTL: Duration = Duration::from_secs(1);
+
+/// Tokens recently found in the database, by hash. Only tokens that exist are kept (an
+/// unknown token is looked up every time, so a new token works at once), and only for
+/// [`TOKEN_CACHE_TTL`].
+#[derive(Default)]
+pub(crate) struct TokenCache {
+    found: DashMap<String, (TokenRow, Instant)>,
+}
+
+impl TokenCache {
+    fn fresh(&self, hash: &str) -> Option<TokenRow> {
+        let entry = self.found.get(hash)?;
+        let (row, at) = entry.value();
+        (at.elapsed() < TOKEN_CACHE_TTL).then(|| row.clone())
+    }
+
+    fn keep(&self, row: &TokenRow) {
+        // Expired entries go as new ones come, so the map holds about the tokens in use.
+        if self.found.len() > 1024 {
+            self.found.retain(|_, (_, at)| at.elapsed() < TOKEN_CACHE_TTL);
+        }
+        self.found.insert(row.token_hash.clone(), (row.clone(), Instant::now()));
+    }
+
+    fn forget(&self, token_id: Uuid) {
+        self.found.retain(|_, (row, _)| row.id != token_id);
+    }
+}
 
 impl Engine {
     /// Mints a token for `owner` with `role`. The token is returned this once; only its
@@ -36,13 +72,20 @@ impl Engine {
             return Err(EngineError::Unauthenticated);
         }
         let hash = sha256_hex(token.as_bytes());
-        // Concurrent requests share one lookup; each lookup starts after its request came,
-        // so a revoked token stops working at once.
-        let row = match self.batches.tokens.call(hash.clone()).await {
+        let row = match self.tokens.fresh(&hash) {
             Some(row) => row,
-            None => self.store.token_by_hash(&hash).await?,
-        }
-        .ok_or(EngineError::Unauthenticated)?;
+            None => {
+                // Concurrent requests share one lookup; each lookup starts after its
+                // request came.
+                let row = match self.batches.tokens.call(hash.clone()).await {
+                    Some(row) => row,
+                    None => self.store.token_by_hash(&hash).await?,
+                }
+                .ok_or(EngineError::Unauthenticated)?;
+                self.tokens.keep(&row);
+                row
+            }
+        };
         // The lookup is by hash; compare the full hash in constant time as well.
         if !bool::from(row.token_hash.as_bytes().ct_eq(hash.as_bytes())) {
             return Err(EngineError::Unauthenticated);
@@ -50,9 +93,13 @@ impl Engine {
         Ok(Principal { token_id: row.id, owner: row.owner_id, role: row.role })
     }
 
-    /// Revokes a token: it stops working at once.
+    /// Revokes a token: it stops working at once on this engine, and within one second on
+    /// other engines serving the same database.
     pub async fn revoke_token(&self, token_id: Uuid) -> Result<(), EngineError> {
-        if self.store.revoke_token(token_id).await? {
+        let revoked = self.store.revoke_token(token_id).await?;
+        // Also when it was not found: it may have been revoked elsewhere a moment ago.
+        self.tokens.forget(token_id);
+        if revoked {
             tracing::info!(%token_id, "token revoked");
             Ok(())
         } else {

@@ -1,8 +1,11 @@
 //! Tokens: 401 without a valid one, 403 for the wrong role, 404 across owners; admins mint
 //! and revoke.
 
-use onceflow_tests::rules;
+use std::time::Duration;
+
+use onceflow_engine::http::ServerConfig;
 use onceflow_tests::server::TestServer;
+use onceflow_tests::{rules, wait_for};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -81,5 +84,26 @@ rules! {
         assert_eq!(bad_role.code(), "invalid_request");
         let bad_owner = server.api.post("/v1/tokens", &server.tokens.admin, &json!({"owner": "", "role": "client"})).await;
         assert_eq!(bad_owner.code(), "invalid_request");
+    }
+
+    async fn a_token_revoked_through_another_engine_stops_working_there_within_a_second(db) {
+        let first = TestServer::start(db).await;
+        let second = TestServer::start_engine(db.engine(), first.tokens.clone(), ServerConfig::default()).await;
+        let minted = first.api.post("/v1/tokens", &first.tokens.admin, &json!({"owner": "user-9", "role": "client"})).await;
+        let token = minted.body["token"].as_str().unwrap().to_owned();
+        // The second engine has just checked the token, so it trusts it for up to a second.
+        assert_eq!(second.api.get("/v1/jobs", &token).await.status, StatusCode::OK);
+        let id = minted.body["id"].as_str().unwrap();
+        let revoked = first.api.send(Method::DELETE, &format!("/v1/tokens/{id}"), Some(&first.tokens.admin), &[], None).await;
+        assert_eq!(revoked.status, StatusCode::NO_CONTENT);
+        assert_eq!(first.api.get("/v1/jobs", &token).await.code(), "unauthenticated", "at once where it was revoked");
+        wait_for("the other engine to refuse the revoked token", Duration::from_secs(10), || async {
+            second.api.get("/v1/jobs", &token).await.code() == "unauthenticated"
+        })
+        .await;
+        // A token minted on one engine works on the other at once.
+        let fresh = first.api.post("/v1/tokens", &first.tokens.admin, &json!({"owner": "user-9", "role": "client"})).await;
+        let fresh = fresh.body["token"].as_str().unwrap().to_owned();
+        assert_eq!(second.api.get("/v1/jobs", &fresh).await.status, StatusCode::OK);
     }
 }
