@@ -142,14 +142,14 @@ impl ActivityOptionsBody {
 }
 
 /// The JSON error body of every error response.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
 }
 
 /// What went wrong.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
     /// A snake_case code from API.md (e.g. `attempt_in_flight`).
     pub code: String,
@@ -224,6 +224,12 @@ pub struct PollRequest {
     /// How long to wait for a task, 0–60000, default 20000.
     #[serde(default = "default_wait_ms")]
     pub wait_ms: u64,
+    /// Completions of attempts this worker finished, at most [`MAX_COMPLETIONS`]: each is
+    /// judged exactly as `POST /v1/worker/completions` judges it, before tasks are
+    /// handed out. A poll that carries completions answers at once, with the tasks there
+    /// are (maybe none), so that their answers are not held up by the wait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completions: Vec<AttemptCompletion>,
 }
 
 /// The longest a poll may wait.
@@ -234,6 +240,9 @@ pub const MAX_WAIT_MS: u64 = 60_000;
 pub struct PollResponse {
     /// Tasks handed to this worker; empty when nothing came within `wait_ms`.
     pub tasks: Vec<crate::workflow::Task>,
+    /// One answer per completion the poll carried, in order (absent when it carried none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completions: Vec<CompletionAnswer>,
 }
 
 /// Body of a heartbeat.
@@ -255,7 +264,7 @@ pub struct HeartbeatResponse {
 }
 
 /// An error reported by a worker.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WorkerError {
     /// For humans.
     pub message: String,
@@ -265,7 +274,7 @@ pub struct WorkerError {
 }
 
 /// Body of a completion: exactly one of `result` or `error`.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CompleteRequest {
     /// The attempt's fencing token.
     pub lease_token: Uuid,
@@ -286,6 +295,61 @@ pub struct CompleteRequest {
 pub struct CompleteResponse {
     /// `won`, `lost` or `recorded`.
     pub outcome: CompletionOutcome,
+}
+
+/// The most completions one `POST /v1/worker/completions` may carry.
+pub const MAX_COMPLETIONS: usize = 100;
+
+/// Body of `POST /v1/worker/completions`: several attempts' completions in one request,
+/// each judged exactly as `POST /v1/worker/attempts/{id}/complete` judges it alone.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CompleteManyRequest {
+    /// 1 to [`MAX_COMPLETIONS`] completions.
+    pub completions: Vec<AttemptCompletion>,
+}
+
+/// One attempt's completion within a [`CompleteManyRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AttemptCompletion {
+    /// The attempt.
+    pub attempt_id: Uuid,
+    /// The attempt's fencing token.
+    pub lease_token: Uuid,
+    /// The activity version read with the task (informational; the engine keeps its own).
+    #[serde(default)]
+    pub read_version: Option<i64>,
+    /// The result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// Or the error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<WorkerError>,
+}
+
+/// Answer to [`CompleteManyRequest`]: one entry per completion, in the order sent.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CompleteManyResponse {
+    /// Each completion's answer.
+    pub results: Vec<CompletionAnswer>,
+}
+
+/// How one completion of a [`CompleteManyRequest`] was answered: an `outcome`, or the
+/// `status` and `error` the single-attempt endpoint would have answered (409 `lease_lost`,
+/// 422 `contract_violation`, 404 `not_found`, 400 `invalid_request`, ...).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CompletionAnswer {
+    /// The attempt.
+    pub attempt_id: Uuid,
+    /// `won`, `lost` or `recorded`, when the completion was accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<CompletionOutcome>,
+    /// The HTTP status the single-attempt endpoint would have answered, with `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Why the completion was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
 }
 
 /// Body of a contract registration.

@@ -28,7 +28,7 @@ impl ActivityError {
 }
 
 /// Errors of the SDK: talking to the engine, or misconfiguration.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum SdkError {
     /// The engine answered with an API error (see API.md for the codes).
     #[error("{status} {code}: {message}")]

@@ -68,6 +68,7 @@ mod client;
 mod context;
 mod error;
 mod provider;
+mod report;
 mod transport;
 mod worker;
 mod workflow;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use onceflow_protocol::api::{
-    CertificationRequest, CompleteRequest, CompleteResponse, ContractRequest, ContractResponse, PollRequest,
+    CertificationRequest, CompleteRequest, ContractRequest, ContractResponse, PollRequest,
     PollResponse, ProviderPair, WorkerError,
 };
 use onceflow_protocol::model::{ActivityTask, CompletionOutcome};
@@ -17,7 +17,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -25,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use crate::context::{ActivityContext, StopReason};
 use crate::error::{ActivityError, SdkError};
 use crate::provider::{cases_to_json, typed_check, Certify, LocalContract, Registration};
+use crate::report::{Reporter, StopOnDrop};
 use crate::transport::Transport;
 use crate::workflow::{erase, replay, WorkflowContext, WorkflowError, WorkflowFn};
 use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowTask};
@@ -432,6 +433,8 @@ impl Worker {
     async fn serve(&self) {
         let slots = Arc::new(Semaphore::new(self.inner.max_concurrent));
         let running = TaskTracker::new();
+        let reporter = Reporter::start(self.inner.transport.clone());
+        let _stop_reporter = StopOnDrop(reporter.clone());
         // Cancelled when the shutdown grace runs out: attempts still running are abandoned
         // without a word (no more heartbeats), so they become `unknown` on the engine.
         let abandon = CancellationToken::new();
@@ -443,10 +446,15 @@ impl Worker {
             .collect();
         let mut backoff = Duration::from_millis(100);
         while !self.shutdown.is_cancelled() {
+            // Completions of attempts that finish from now on ride with the next poll.
+            reporter.poll_waiting();
             let first = tokio::select! {
                 permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
                 _ = self.shutdown.cancelled() => break,
             };
+            // Let attempts that are finishing right now give their slots back (and queue
+            // their completions) first, so that this poll carries and asks for more.
+            tokio::task::yield_now().await;
             let mut permits = vec![first];
             while permits.len() < 100 {
                 match slots.clone().try_acquire_owned() {
@@ -461,7 +469,10 @@ impl Worker {
                 providers: pairs.clone(),
                 max_tasks: permits.len() as u32,
                 wait_ms: self.inner.poll_wait.as_millis() as u64,
+                completions: Vec::new(),
             };
+            let carried = reporter.take_for_poll();
+            let request = PollRequest { completions: carried.iter().map(|p| p.completion().clone()).collect(), ..request };
             // An in-flight poll is allowed to finish even during shutdown: tasks it brings
             // back are already leased to this worker and are run within the grace period.
             let polled = self
@@ -472,6 +483,7 @@ impl Worker {
             match polled {
                 Ok(answer) => {
                     backoff = Duration::from_millis(100);
+                    reporter.poll_answered(carried, answer.body.completions);
                     for task in answer.body.tasks {
                         let Some(permit) = permits.pop() else {
                             tracing::error!("the engine sent more tasks than asked for; the extra one will be handed out again or become unknown");
@@ -479,17 +491,22 @@ impl Worker {
                         };
                         let inner = self.inner.clone();
                         let abandon = abandon.clone();
+                        let reporter = reporter.clone();
                         running.spawn(async move {
                             match task {
-                                Task::Activity(task) => run_attempt(inner, task, abandon).await,
-                                Task::Workflow(task) => run_workflow_task(inner, task, abandon).await,
+                                // The slot is given back once the outcome is queued.
+                                Task::Activity(task) => run_attempt(inner, task, &reporter, permit, abandon).await,
+                                Task::Workflow(task) => {
+                                    run_workflow_task(inner, task, abandon).await;
+                                    drop(permit);
+                                }
                             }
-                            drop(permit);
                         });
                     }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "poll failed; reconnecting");
+                    Reporter::poll_failed(carried, &e);
                     drop(permits);
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
@@ -499,6 +516,8 @@ impl Worker {
                 }
             }
         }
+        // No more polls: completions from now on are sent at once.
+        reporter.poll_not_waiting();
         running.close();
         tracing::info!(running = running.len(), grace_s = self.inner.shutdown_grace.as_secs(), "worker stopping: no more polls");
         if tokio::time::timeout(self.inner.shutdown_grace, running.wait()).await.is_err() {
@@ -539,7 +558,7 @@ fn panic_message(error: tokio::task::JoinError) -> String {
 }
 
 /// Runs one attempt: the handler, its heartbeats, and the report of how it ended.
-async fn run_attempt(inner: Arc<Inner>, task: ActivityTask, abandon: CancellationToken) {
+async fn run_attempt(inner: Arc<Inner>, task: ActivityTask, reporter: &Reporter, slot: OwnedSemaphorePermit, abandon: CancellationToken) {
     inner.stats.started.fetch_add(1, Ordering::Relaxed);
     let key = (task.activity.clone(), task.provider.clone());
     let Some(registration) = inner.providers.get(&key).cloned() else {
@@ -591,26 +610,39 @@ async fn run_attempt(inner: Arc<Inner>, task: ActivityTask, abandon: Cancellatio
     if ctx.stop_reason() == Some(StopReason::LeaseLost) {
         tracing::warn!(parent: &span, "the lease was lost while the handler ran; sending its outcome anyway, the engine decides");
     }
-    report(&inner, &task, &body, &abandon, &span).await;
+    report(&inner, reporter, &task, &body, slot, &abandon, &span).await;
 }
 
-/// Sends the completion, retrying while the engine is unreachable.
-async fn report(inner: &Inner, task: &ActivityTask, body: &CompleteRequest, abandon: &CancellationToken, span: &tracing::Span) {
-    let path = format!("/v1/worker/attempts/{}/complete", task.attempt_id);
+/// Sends the completion (with others that finish meanwhile), retrying while the engine
+/// is unreachable.
+#[allow(clippy::too_many_arguments)]
+async fn report(
+    inner: &Inner,
+    reporter: &Reporter,
+    task: &ActivityTask,
+    body: &CompleteRequest,
+    slot: OwnedSemaphorePermit,
+    abandon: &CancellationToken,
+    span: &tracing::Span,
+) {
     let mut backoff = Duration::from_millis(100);
+    // Queued before the slot is given back, so the poll that slot starts can carry it.
+    let mut answered = reporter.queue(task.attempt_id, body, false);
+    drop(slot);
     loop {
-        match inner.transport.call::<_, CompleteResponse>(Method::POST, &path, &[], Some(body), Duration::from_secs(30)).await {
-            Ok(answer) => {
-                let counter = match answer.body.outcome {
+        let answer = answered.await.unwrap_or_else(|_| Err(SdkError::Transport("the worker's reporter has stopped".into())));
+        match answer {
+            Ok(outcome) => {
+                let counter = match outcome {
                     CompletionOutcome::Won => &inner.stats.won,
                     CompletionOutcome::Lost => &inner.stats.lost,
                     CompletionOutcome::Recorded | CompletionOutcome::ContractViolation => &inner.stats.recorded,
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
-                if answer.body.outcome == CompletionOutcome::Lost {
+                if outcome == CompletionOutcome::Lost {
                     tracing::warn!(parent: span, "race_lost: another attempt's result won; this one was discarded");
                 } else {
-                    tracing::info!(parent: span, outcome = %answer.body.outcome, "attempt reported");
+                    tracing::info!(parent: span, %outcome, "attempt reported");
                 }
                 return;
             }
@@ -631,6 +663,8 @@ async fn report(inner: &Inner, task: &ActivityTask, body: &CompleteRequest, aban
                     _ = abandon.cancelled() => return,
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(5));
+                // A retry frees no slot, so no poll is owed to it: it goes at once.
+                answered = reporter.queue(task.attempt_id, body, true);
             }
             Err(e) => {
                 tracing::error!(parent: span, error = %e, "the outcome could not be reported; the attempt will become unknown");

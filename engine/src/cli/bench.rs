@@ -462,7 +462,7 @@ impl Bench {
         let measured = self.e2e_measure(&names, &mut worker).await;
         let described = worker.describe();
         let stopped = worker.stop().await;
-        let (elapsed, verified) = measured?;
+        let (elapsed, verified, batches) = measured?;
         let worker_rss = stopped?;
         let n = self.jobs;
         // This process: the server (unless --url), the producers and, unless
@@ -471,6 +471,8 @@ impl Bench {
         if let Some(mb) = worker_rss {
             extra.push_str(&format!(" worker_peak_rss_mb={mb:.1}"));
         }
+        // Mean calls per flush of each natural batcher during the run.
+        extra.push_str(&batches);
         let rate = self.result("e2e", n, elapsed, &extra);
         eprintln!(
             "bench e2e: {n} jobs submitted over HTTP by {} producers and run by one SDK worker (max {} attempts) \
@@ -482,20 +484,48 @@ impl Bench {
         Ok(rate)
     }
 
-    async fn e2e_measure(&self, names: &Names, worker: &mut E2eWorker) -> Result<(Duration, u64), String> {
+    async fn e2e_measure(&self, names: &Names, worker: &mut E2eWorker) -> Result<(Duration, u64, String), String> {
         let n = self.jobs;
         // One job first, so that the worker has registered its contract and is polling.
         submit_warm_up(&self.client()?, names).await?;
         worker.wait_won(1).await?;
         let baseline = worker.won();
+        let batches_before = self.batch_totals().await;
         let start = Instant::now();
         let (_, done) = tokio::try_join!(self.produce(names, n, 1), worker.wait_won(baseline + n))?;
         let elapsed = done.saturating_duration_since(start);
+        let batches_after = self.batch_totals().await;
         let (succeeded, listed) = self.count_jobs(names, Some("succeeded"), n).await?;
         if succeeded != n {
             return Err(format!("e2e: expected {n} succeeded jobs of this run, found {succeeded} ({listed} listed)"));
         }
-        Ok((elapsed, succeeded))
+        let mut batches = String::new();
+        for (kind, (sum, count)) in &batches_after {
+            let (sum0, count0) = batches_before.get(kind).copied().unwrap_or_default();
+            if count - count0 > 0.0 {
+                batches.push_str(&format!(" batch_{kind}={:.1}", (sum - sum0) / (count - count0)));
+            }
+        }
+        Ok((elapsed, succeeded, batches))
+    }
+
+    /// From the server's metrics: per natural batcher, the items and flushes so far.
+    async fn batch_totals(&self) -> std::collections::BTreeMap<String, (f64, f64)> {
+        let mut totals = std::collections::BTreeMap::new();
+        let Ok(response) = self.http.get(format!("{}/metrics", self.url)).send().await else { return totals };
+        let Ok(text) = response.text().await else { return totals };
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("onceflow_batch_items_") else { continue };
+            let (Some((series, value)), Some(kind)) = (rest.split_once(' '), rest.split('"').nth(1)) else { continue };
+            let Ok(value) = value.parse::<f64>() else { continue };
+            let entry: &mut (f64, f64) = totals.entry(kind.to_owned()).or_default();
+            if series.starts_with("sum{") {
+                entry.0 = value;
+            } else if series.starts_with("count{") {
+                entry.1 = value;
+            }
+        }
+        totals
     }
 
     /// One job, so that the worker has registered its contract and is polling.

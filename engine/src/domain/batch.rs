@@ -65,6 +65,28 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
         answered.await.ok().flatten()
     }
 
+    /// Hands `items` to the next flushes together (so they share as few flushes as
+    /// `max_batch` allows) and waits for their answers, in order; `None` as for [`Batcher::call`].
+    pub(crate) async fn call_many(self: &Arc<Self>, items: impl IntoIterator<Item = I>) -> Vec<Option<O>> {
+        let mut waiting = Vec::new();
+        match self.queue.lock() {
+            Ok(mut queue) => {
+                for item in items {
+                    let (answer, answered) = oneshot::channel();
+                    queue.push_back((item, answer));
+                    waiting.push(answered);
+                }
+            }
+            Err(_) => return items.into_iter().map(|_| None).collect(),
+        }
+        self.start_flushing();
+        let mut answers = Vec::with_capacity(waiting.len());
+        for answered in waiting {
+            answers.push(answered.await.ok().flatten());
+        }
+        answers
+    }
+
     /// Starts a flushing task unless `max_in_flight` already run.
     fn start_flushing(self: &Arc<Self>) {
         if let Ok(permit) = self.flushers.clone().try_acquire_owned() {

@@ -67,6 +67,30 @@ impl Engine {
         retry_transient!(self.complete_once(scope, attempt_id, completion))
     }
 
+    /// Reports how several attempts ended, each judged exactly as [`Engine::complete`]
+    /// judges it alone, with its own fencing, contract check and CAS; one answer per
+    /// completion, in order. The completions share transactions with each other and with
+    /// concurrent calls, never an outcome: one refused completion changes nothing for
+    /// the others.
+    pub async fn complete_many(&self, scope: &Scope, completions: &[(Uuid, Completion)]) -> Vec<Result<CompletionOutcome, EngineError>> {
+        // Queued together, so they share as few flushes as the batch size allows.
+        let items = completions.iter().map(|(attempt_id, completion)| BatchedCompletion {
+            engine: self.clone(),
+            scope: scope.clone(),
+            attempt_id: *attempt_id,
+            completion: completion.clone(),
+        });
+        let settled = self.batches.completions.call_many(items).await;
+        let mut answers = Vec::with_capacity(completions.len());
+        for ((attempt_id, completion), settled) in completions.iter().zip(settled) {
+            answers.push(match settled {
+                Some(answer) => answer,
+                None => retry_transient!(self.complete_once(scope, *attempt_id, completion)),
+            });
+        }
+        answers
+    }
+
     async fn complete_once(
         &self,
         scope: &Scope,

@@ -29,6 +29,19 @@ pub struct HeartbeatAck {
     pub cancel_requested: bool,
 }
 
+impl ClaimRequest {
+    /// Refuses a request no claim would take: `max_tasks` outside 1 to 100, no `worker_id`.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        if self.max_tasks == 0 || self.max_tasks > 100 {
+            return Err(EngineError::invalid_request("max_tasks: must be between 1 and 100"));
+        }
+        if self.worker_id.is_empty() {
+            return Err(EngineError::invalid_request("worker_id: must not be empty"));
+        }
+        Ok(())
+    }
+}
+
 impl Engine {
     /// Hands up to `max_tasks` available attempts to a worker serving `scope`.
     ///
@@ -36,12 +49,7 @@ impl Engine {
     /// fresh lease token that stays its fencing token for life; concurrent claims never
     /// return the same attempt.
     pub async fn claim(&self, scope: &Scope, request: &ClaimRequest) -> Result<Vec<ActivityTask>, EngineError> {
-        if request.max_tasks == 0 || request.max_tasks > 100 {
-            return Err(EngineError::invalid_request("max_tasks: must be between 1 and 100"));
-        }
-        if request.worker_id.is_empty() {
-            return Err(EngineError::invalid_request("worker_id: must not be empty"));
-        }
+        request.validate()?;
         if request.providers.is_empty() {
             return Ok(Vec::new());
         }

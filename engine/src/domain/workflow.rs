@@ -38,12 +38,7 @@ impl Engine {
     /// Hands a worker what it can run: workflow tasks of the workflows it registered, then
     /// attempts of its providers, at most `max_tasks` in all.
     pub async fn claim_tasks(&self, scope: &Scope, request: &ClaimRequest, workflows: &[String]) -> Result<Vec<Task>, EngineError> {
-        if request.max_tasks == 0 || request.max_tasks > 100 {
-            return Err(EngineError::invalid_request("max_tasks: must be between 1 and 100"));
-        }
-        if request.worker_id.is_empty() {
-            return Err(EngineError::invalid_request("worker_id: must not be empty"));
-        }
+        request.validate()?;
         let mut tasks: Vec<Task> = Vec::new();
         if !workflows.is_empty() {
             let filter = WorkflowClaimFilter {

@@ -41,8 +41,6 @@ pub enum ApiError {
     Panic,
 }
 
-
-
 impl ApiError {
     /// The API.md code.
     pub fn code(&self) -> &'static str {
@@ -78,6 +76,11 @@ impl ApiError {
             _ => json!({}),
         }
     }
+
+    /// The error as API.md's error body shows it (its `error` member).
+    pub fn detail(&self) -> ErrorDetail {
+        ErrorDetail { code: self.code().to_owned(), message: self.to_string(), details: self.details() }
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -86,9 +89,7 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(error = ?self, code = self.code(), "request failed");
         }
-        let body = ErrorBody {
-            error: ErrorDetail { code: self.code().to_owned(), message: self.to_string(), details: self.details() },
-        };
+        let body = ErrorBody { error: self.detail() };
         (status, Json(body)).into_response()
     }
 }

@@ -100,6 +100,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::create_attempt))
         .routes(routes!(worker::heartbeat))
         .routes(routes!(worker::complete))
+        .routes(routes!(worker::complete_many))
         .routes(routes!(worker::complete_workflow_task))
         .routes(routes!(worker::register_contract))
         .routes(routes!(worker::record_certification))

@@ -6,30 +6,18 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use onceflow_protocol::api::{
-    CertificationRequest, CompleteRequest, CompleteResponse, ContractRequest, ContractResponse, HeartbeatRequest,
-    HeartbeatResponse, PollRequest, PollResponse, MAX_WAIT_MS,
+    AttemptCompletion, CertificationRequest, CompleteManyRequest, CompleteManyResponse, CompleteRequest, CompleteResponse, CompletionAnswer,
+    ContractRequest, ContractResponse, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, WorkerError,
+    MAX_COMPLETIONS, MAX_WAIT_MS,
 };
 
-use super::error::{ApiResult, ErrorBody};
+use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{path_id, As, Caller, JsonBody, WorkerRole};
 use super::AppState;
 use crate::error::EngineError;
 use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse};
-use crate::model::{Certification, Scope};
+use crate::model::{Certification, CompletionOutcome, Scope};
 use crate::{ClaimRequest, Completion, CompletionBody};
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 fn worker_scope(caller: &Caller) -> ApiResult<Scope> {
     Ok(Scope::for_worker(caller.owner()))
@@ -44,29 +32,47 @@ pub async fn poll(State(state): State<AppState>, caller: As<WorkerRole>, JsonBod
     if body.wait_ms > MAX_WAIT_MS {
         return Err(EngineError::invalid_request(format!("wait_ms: must be at most {MAX_WAIT_MS}")).into());
     }
+    if body.completions.len() > MAX_COMPLETIONS {
+        return Err(EngineError::invalid_request(format!("completions: must hold at most {MAX_COMPLETIONS}")).into());
+    }
     let request = ClaimRequest {
         worker_id: body.worker_id,
         task_queue: body.task_queue,
         providers: body.providers.into_iter().map(|p| (p.activity, p.provider)).collect(),
         max_tasks: body.max_tasks,
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(body.wait_ms);
+    // A request that will be refused as a whole must not have judged its completions.
+    request.validate()?;
+    let carried = !body.completions.is_empty();
+    let completions = if carried { judge_completions(&state, &scope, body.completions).await } else { Vec::new() };
+    // Completions' answers are not held up by the wait.
+    let wait_ms = if carried { 0 } else { body.wait_ms };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     let signal = state.engine.work_signal();
     loop {
         // Register interest before looking, so a wake-up between the two is not missed.
         let woken = signal.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let tasks = state.engine.claim_tasks(&scope, &request, &body.workflows).await?;
+        let tasks = match state.engine.claim_tasks(&scope, &request, &body.workflows).await {
+            Ok(tasks) => tasks,
+            // The completions were judged: answer them, with no tasks, rather than an
+            // error that would hide their outcomes.
+            Err(e) if carried => {
+                tracing::warn!(error = %e, "claim after completions failed; answering the completions with no tasks");
+                Vec::new()
+            }
+            Err(e) => return Err(e.into()),
+        };
         let now = tokio::time::Instant::now();
         if !tasks.is_empty() || now >= deadline {
-            return Ok(Json(PollResponse { tasks }));
+            return Ok(Json(PollResponse { tasks, completions }));
         }
         let recheck = now + state.config.poll_recheck;
         tokio::select! {
             _ = &mut woken => {}
             _ = tokio::time::sleep_until(recheck.min(deadline)) => {}
-            _ = state.shutdown.cancelled() => return Ok(Json(PollResponse { tasks: Vec::new() })),
+            _ = state.shutdown.cancelled() => return Ok(Json(PollResponse { tasks: Vec::new(), completions })),
         }
     }
 }
@@ -117,16 +123,67 @@ pub async fn complete(
     JsonBody(body): JsonBody<CompleteRequest>,
 ) -> ApiResult<Json<CompleteResponse>> {
     let scope = worker_scope(&caller)?;
-    let completion_body = match (body.result, body.error) {
+    let completion = completion(body.lease_token, body.result, body.error)?;
+    let outcome = state.engine.complete(&scope, path_id(&id)?, &completion).await?;
+    Ok(Json(CompleteResponse { outcome }))
+}
+
+/// A completion as the engine takes it: exactly one of a result or an error.
+fn completion(lease_token: uuid::Uuid, result: Option<serde_json::Value>, error: Option<WorkerError>) -> Result<Completion, EngineError> {
+    let body = match (result, error) {
         (Some(result), None) => CompletionBody::Result(result),
         (None, Some(error)) => CompletionBody::Error { message: error.message, retryable: error.retryable },
-        _ => return Err(EngineError::invalid_request("exactly one of `result` or `error` is required").into()),
+        _ => return Err(EngineError::invalid_request("exactly one of `result` or `error` is required")),
     };
-    let outcome = state
-        .engine
-        .complete(&scope, path_id(&id)?, &Completion { lease_token: body.lease_token, body: completion_body })
-        .await?;
-    Ok(Json(CompleteResponse { outcome }))
+    Ok(Completion { lease_token, body })
+}
+
+/// Report how several attempts ended in one request: each completion is judged exactly as
+/// `POST /v1/worker/attempts/{id}/complete` judges it alone and answered on its own, with
+/// an outcome or with the status and error that endpoint would have answered.
+#[utoipa::path(post, path = "/v1/worker/completions", tag = "worker", request_body = CompleteManyRequest,
+    responses((status = 200, body = CompleteManyResponse), (status = 400, body = ErrorBody)))]
+pub async fn complete_many(
+    State(state): State<AppState>,
+    caller: As<WorkerRole>,
+    JsonBody(body): JsonBody<CompleteManyRequest>,
+) -> ApiResult<Json<CompleteManyResponse>> {
+    let scope = worker_scope(&caller)?;
+    if body.completions.is_empty() || body.completions.len() > MAX_COMPLETIONS {
+        return Err(EngineError::invalid_request(format!("completions: must hold 1 to {MAX_COMPLETIONS}")).into());
+    }
+    let results = judge_completions(&state, &scope, body.completions).await;
+    Ok(Json(CompleteManyResponse { results }))
+}
+
+/// Judges each completion as the single-attempt endpoint would, and answers each: its
+/// outcome, or the status and error that endpoint would have answered.
+async fn judge_completions(state: &AppState, scope: &Scope, completions: Vec<AttemptCompletion>) -> Vec<CompletionAnswer> {
+    let ids: Vec<uuid::Uuid> = completions.iter().map(|c| c.attempt_id).collect();
+    let mut answers: Vec<Option<Result<CompletionOutcome, EngineError>>> = Vec::with_capacity(completions.len());
+    let mut accepted = Vec::with_capacity(completions.len());
+    for c in completions {
+        match completion(c.lease_token, c.result, c.error) {
+            Ok(completion) => {
+                accepted.push((c.attempt_id, completion));
+                answers.push(None);
+            }
+            Err(e) => answers.push(Some(Err(e))),
+        }
+    }
+    let mut judged = state.engine.complete_many(scope, &accepted).await.into_iter();
+    ids.into_iter()
+        .zip(answers)
+        .map(|(attempt_id, answer)| match answer.or_else(|| judged.next()) {
+            Some(Ok(outcome)) => CompletionAnswer { attempt_id, outcome: Some(outcome), status: None, error: None },
+            Some(Err(e)) => {
+                let e = ApiError::from(e);
+                CompletionAnswer { attempt_id, outcome: None, status: Some(e.status().as_u16()), error: Some(e.detail()) }
+            }
+            // `complete_many` answers every completion it is given.
+            None => CompletionAnswer { attempt_id, outcome: None, status: Some(500), error: Some(ApiError::Panic.detail()) },
+        })
+        .collect()
 }
 
 /// Register (or confirm) an activity's output contract.

@@ -49,12 +49,13 @@ rules! {
             ("/v1/tokens", "post"), ("/v1/tokens/{id}", "delete"), ("/healthz", "get"), ("/readyz", "get"),
             ("/v1/schedules", "get"), ("/v1/schedules/{name}", "put"), ("/v1/schedules/{name}", "get"),
             ("/v1/schedules/{name}", "delete"), ("/v1/schedules/{name}/pause", "post"), ("/v1/schedules/{name}/resume", "post"),
-            ("/v1/schedules/{name}/events", "get"),
+            ("/v1/schedules/{name}/events", "get"), ("/v1/worker/completions", "post"),
         ] {
             assert!(paths.get(path).and_then(|p| p.get(method)).is_some(), "{method} {path} is documented");
         }
         let schemas = doc.body["components"]["schemas"].as_object().unwrap();
-        for schema in ["JobView", "AttemptView", "ActivityTask", "ErrorBody", "JobRequestBody", "ScheduleView", "ScheduleRequestBody"] {
+        for schema in ["JobView", "AttemptView", "ActivityTask", "ErrorBody", "JobRequestBody", "ScheduleView", "ScheduleRequestBody",
+            "CompleteManyRequest", "CompletionAnswer"] {
             assert!(schemas.contains_key(schema), "schema {schema}");
         }
     }

@@ -50,6 +50,53 @@ async fn echo(ctx: ActivityContext, prompt: Prompt) -> Result<Reply, ActivityErr
     Ok(Reply { text: format!("{} [{} #{}]", prompt.text, ctx.idempotency_key(), ctx.attempt()) })
 }
 
+/// An engine as it was before completions could share requests: it has no
+/// `POST /v1/worker/completions` and ignores `completions` on polls. A loopback proxy in
+/// front of the real one; it counts the completions requests it refused.
+async fn start_old_engine(upstream: String) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use axum::response::IntoResponse;
+    let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = refused.clone();
+    let http = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let (upstream, counter, http) = (upstream.clone(), counter.clone(), http.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let path = parts.uri.path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
+            if path == "/v1/worker/completions" {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let body = json!({"error": {"code": "not_found", "message": "no such route", "details": {}}});
+                return (axum::http::StatusCode::NOT_FOUND, axum::Json(body)).into_response();
+            }
+            let mut bytes = axum::body::to_bytes(body, 16 << 20).await.unwrap().to_vec();
+            if path == "/v1/worker/poll" {
+                let mut poll: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                poll.as_object_mut().unwrap().remove("completions");
+                bytes = serde_json::to_vec(&poll).unwrap();
+            }
+            let mut forwarded = http.request(parts.method, format!("{upstream}{path}")).body(bytes);
+            for (name, value) in &parts.headers {
+                if name != "host" && name != "content-length" {
+                    forwarded = forwarded.header(name, value);
+                }
+            }
+            let answer = forwarded.send().await.unwrap();
+            let status = answer.status();
+            let content_type = answer.headers().get("content-type").cloned();
+            let mut response = (status, answer.bytes().await.unwrap()).into_response();
+            if let Some(content_type) = content_type {
+                response.headers_mut().insert("content-type", content_type);
+            }
+            response
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, refused)
+}
+
+
 rules! {
     async fn a_worker_processes_jobs_end_to_end(db) {
         let server = TestServer::start(db).await;
@@ -217,5 +264,57 @@ rules! {
         assert_eq!(worker.stats().won, 1);
         let details = db.json("SELECT heartbeat_details FROM attempts").await;
         assert_eq!(details, json!({"step": "calling the model"}), "ctx.heartbeat details are kept on the attempt");
+    }
+
+    async fn many_short_attempts_at_once_are_each_reported_exactly_once(db) {
+        let server = TestServer::start(db).await;
+        let worker = Worker::builder(&server.api.url, &server.tokens.worker)
+            .worker_id("w-many")
+            .max_concurrent_attempts(16)
+            .provider("generate", "primary-llm", echo)
+            .build()
+            .unwrap();
+        let (_running, worker) = start(worker);
+        let client = client(&server);
+        let n = 300;
+        let submitted = futures::future::join_all((0..n).map(|i| {
+            let client = client.clone();
+            async move { client.submit_activity(&format!("k{i}"), "generate", &["primary-llm"], &Prompt { text: format!("p{i}") }, options(30)).await.unwrap().job.id }
+        }))
+        .await;
+        for id in &submitted {
+            let job = client.wait(*id, Duration::from_secs(60)).await.unwrap();
+            assert_eq!(job.status, JobStatus::Succeeded);
+            assert_eq!(job.activities[0].attempts.len(), 1, "one attempt per job");
+        }
+        wait_for("every outcome to reach the worker", Duration::from_secs(20), || async { worker.stats().won == n }).await;
+        let stats = worker.stats();
+        assert_eq!((stats.won, stats.lost, stats.lease_lost, stats.started), (n, 0, 0, n), "each outcome reported once and won");
+    }
+
+    async fn a_worker_reports_every_outcome_to_an_engine_without_shared_completions(db) {
+        let server = TestServer::start(db).await;
+        let (old_engine, refused) = start_old_engine(server.api.url.clone()).await;
+        let worker = Worker::builder(&old_engine, &server.tokens.worker)
+            .worker_id("w-old")
+            .max_concurrent_attempts(8)
+            .provider("generate", "primary-llm", echo)
+            .build()
+            .unwrap();
+        let (_running, worker) = start(worker);
+        let client = client(&server);
+        let n = 40;
+        let submitted = futures::future::join_all((0..n).map(|i| {
+            let client = client.clone();
+            async move { client.submit_activity(&format!("k{i}"), "generate", &["primary-llm"], &Prompt { text: format!("p{i}") }, options(30)).await.unwrap().job.id }
+        }))
+        .await;
+        for id in &submitted {
+            assert_eq!(client.wait(*id, Duration::from_secs(60)).await.unwrap().status, JobStatus::Succeeded);
+        }
+        wait_for("every outcome to reach the worker", Duration::from_secs(20), || async { worker.stats().won == n }).await;
+        assert_eq!(worker.stats().lost, 0);
+        let refused = refused.load(std::sync::atomic::Ordering::SeqCst);
+        assert!((1..=2).contains(&refused), "the worker tried shared completions, then stopped asking after the refusal ({refused} refused)");
     }
 }
