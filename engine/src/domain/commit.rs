@@ -7,10 +7,10 @@ use uuid::Uuid;
 use std::collections::{HashMap, HashSet};
 
 use super::batch::Settled;
-use super::{actor, retry_transient, Engine, Events};
+use super::{actor, retry_transient, ClaimRequest, Engine, Events};
 use crate::error::EngineError;
-use crate::model::{event, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, Scope};
-use crate::store::{AttemptRow, JobRow, StoreTx, WinningResult};
+use crate::model::{event, ActivityTask, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, Scope};
+use crate::store::{AttemptRow, ClaimFilter, JobRow, StoreTx, WinningResult};
 
 /// A worker's report of how an attempt ended.
 #[derive(Debug, Clone)]
@@ -132,6 +132,53 @@ impl Engine {
     }
 
     async fn complete_batch_once(&self, items: &[BatchedCompletion]) -> Result<Settled<Result<CompletionOutcome, EngineError>>, EngineError> {
+        Ok(self.complete_batch_and_claim_once(items, None).await?.0)
+    }
+
+    /// Reports how several attempts ended and then, in the same transaction, hands out
+    /// attempts as [`Engine::claim`] does: one commit for a worker's whole cycle. Each
+    /// completion is judged exactly as [`Engine::complete`] judges it alone and answered
+    /// on its own; the claim never waits on a lock (`SKIP LOCKED`), so it adds no lock
+    /// cycle. A request [`Engine::claim`] would refuse is refused before any completion
+    /// is judged. If the shared transaction fails, the completions and the claim are
+    /// done apart, each with its own answer.
+    #[allow(clippy::type_complexity)]
+    pub async fn complete_and_claim(
+        &self,
+        scope: &Scope,
+        completions: &[(Uuid, Completion)],
+        request: &ClaimRequest,
+    ) -> Result<(Vec<Result<CompletionOutcome, EngineError>>, Result<Vec<ActivityTask>, EngineError>), EngineError> {
+        let filter = Self::claim_filter(scope, request)?;
+        let items: Vec<BatchedCompletion> = completions
+            .iter()
+            .map(|(attempt_id, completion)| BatchedCompletion { engine: self.clone(), scope: scope.clone(), attempt_id: *attempt_id, completion: completion.clone() })
+            .collect();
+        self.metrics.batch_items.with_label_values(&["completions"]).observe(items.len() as f64);
+        match self.complete_batch_and_claim_once(&items, filter.as_ref()).await {
+            Ok((settled, tasks)) => {
+                let mut answers = Vec::with_capacity(completions.len());
+                for ((attempt_id, completion), settled) in completions.iter().zip(settled) {
+                    answers.push(match settled {
+                        Some(answer) => answer,
+                        None => retry_transient!(self.complete_once(scope, *attempt_id, completion)),
+                    });
+                }
+                Ok((answers, Ok(tasks)))
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, completions = completions.len(), "completions with a claim failed; doing them apart");
+                let answers = self.complete_many(scope, completions).await;
+                Ok((answers, self.claim(scope, request).await))
+            }
+        }
+    }
+
+    async fn complete_batch_and_claim_once(
+        &self,
+        items: &[BatchedCompletion],
+        claim: Option<&ClaimFilter>,
+    ) -> Result<(Settled<Result<CompletionOutcome, EngineError>>, Vec<ActivityTask>), EngineError> {
         let mut ids: Vec<Uuid> = items.iter().map(|i| i.attempt_id).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -186,10 +233,17 @@ impl Engine {
                 answers[at] = Some(Ok(answer));
             }
         }
+        // The claim comes last: the completions may have scheduled work it can hand out.
+        let mut tasks = Vec::new();
+        if let Some(filter) = claim {
+            let (claimed, events) = self.claim_in(tx.as_mut(), filter).await?;
+            all_events.extend(events);
+            tasks = claimed;
+        }
         tx.append_events(&all_events).await?;
         self.metrics.events_written(all_events.iter().map(|e| e.kind));
         tx.commit().await?;
-        Ok(answers)
+        Ok((answers, tasks))
     }
 
     /// Judges one completion of `attempt` under its job's lock: the answer, or, for a

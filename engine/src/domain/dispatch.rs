@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityTask, AttemptStatus, Scope};
-use crate::store::{ClaimFilter, LeaseExtension};
+use crate::store::{ClaimFilter, LeaseExtension, NewEvent, StoreTx};
 
 /// What a worker asks for.
 #[derive(Debug, Clone)]
@@ -49,26 +49,28 @@ impl Engine {
     /// fresh lease token that stays its fencing token for life; concurrent claims never
     /// return the same attempt.
     pub async fn claim(&self, scope: &Scope, request: &ClaimRequest) -> Result<Vec<ActivityTask>, EngineError> {
-        request.validate()?;
-        if request.providers.is_empty() {
-            return Ok(Vec::new());
+        match Self::claim_filter(scope, request)? {
+            Some(filter) => retry_transient!(self.claim_once(&filter)),
+            None => Ok(Vec::new()),
         }
-        let filter = ClaimFilter {
-            scope: scope.clone(),
-            task_queue: request.task_queue.clone(),
-            providers: request.providers.clone(),
-            worker_id: request.worker_id.clone(),
-            limit: i64::from(request.max_tasks),
-        };
-        retry_transient!(self.claim_once(&filter))
     }
 
     async fn claim_once(&self, filter: &ClaimFilter) -> Result<Vec<ActivityTask>, EngineError> {
         let mut tx = self.begin().await?;
-        let claimed = tx.claim_attempts(filter).await?;
-        if claimed.is_empty() {
-            return Ok(Vec::new());
+        let (tasks, events) = self.claim_in(tx.as_mut(), filter).await?;
+        if tasks.is_empty() {
+            return Ok(tasks);
         }
+        tx.append_events(&events).await?;
+        self.metrics.events_written(events.iter().map(|e| e.kind));
+        tx.commit().await?;
+        Ok(tasks)
+    }
+
+    /// Claims in `tx` (see [`Engine::claim`]): the tasks, and the `attempt_started` events
+    /// the caller must write in the same transaction.
+    pub(crate) async fn claim_in(&self, tx: &mut dyn StoreTx, filter: &ClaimFilter) -> Result<(Vec<ActivityTask>, Vec<NewEvent>), EngineError> {
+        let claimed = tx.claim_attempts(filter).await?;
         let who = actor::worker(&filter.worker_id);
         let mut all_events = Vec::with_capacity(claimed.len());
         let mut tasks = Vec::with_capacity(claimed.len());
@@ -108,10 +110,22 @@ impl Engine {
                 start_to_close_timeout_ms: c.options.start_to_close_timeout_s.map(|s| s * 1000),
             });
         }
-        tx.append_events(&all_events).await?;
-        self.metrics.events_written(all_events.iter().map(|e| e.kind));
-        tx.commit().await?;
-        Ok(tasks)
+        Ok((tasks, all_events))
+    }
+
+    /// The claim a poll asks for, as the store takes it; `None` when it has no providers.
+    pub(crate) fn claim_filter(scope: &Scope, request: &ClaimRequest) -> Result<Option<ClaimFilter>, EngineError> {
+        request.validate()?;
+        if request.providers.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(ClaimFilter {
+            scope: scope.clone(),
+            task_queue: request.task_queue.clone(),
+            providers: request.providers.clone(),
+            worker_id: request.worker_id.clone(),
+            limit: i64::from(request.max_tasks),
+        }))
     }
 
     /// Renews the lease of an attempt for the holder of its lease token.

@@ -15,7 +15,7 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{path_id, As, Caller, JsonBody, WorkerRole};
 use super::AppState;
 use crate::error::EngineError;
-use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse};
+use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task};
 use crate::model::{Certification, CompletionOutcome, Scope};
 use crate::{ClaimRequest, Completion, CompletionBody};
 
@@ -44,6 +44,17 @@ pub async fn poll(State(state): State<AppState>, caller: As<WorkerRole>, JsonBod
     // A request that will be refused as a whole must not have judged its completions.
     request.validate()?;
     let carried = !body.completions.is_empty();
+    if carried && body.workflows.is_empty() {
+        // The worker's whole cycle in one transaction: its completions, then its claim.
+        let (accepted, mut answers) = accept_completions(body.completions);
+        let (judged, tasks) = state.engine.complete_and_claim(&scope, &accepted, &request).await?;
+        let completions = answer_completions(&mut answers, judged);
+        let tasks = tasks.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "claim after completions failed; answering the completions with no tasks");
+            Vec::new()
+        });
+        return Ok(Json(PollResponse { tasks: tasks.into_iter().map(Task::Activity).collect(), completions }));
+    }
     let completions = if carried { judge_completions(&state, &scope, body.completions).await } else { Vec::new() };
     // Completions' answers are not held up by the wait.
     let wait_ms = if carried { 0 } else { body.wait_ms };
@@ -159,28 +170,43 @@ pub async fn complete_many(
 /// Judges each completion as the single-attempt endpoint would, and answers each: its
 /// outcome, or the status and error that endpoint would have answered.
 async fn judge_completions(state: &AppState, scope: &Scope, completions: Vec<AttemptCompletion>) -> Vec<CompletionAnswer> {
-    let ids: Vec<uuid::Uuid> = completions.iter().map(|c| c.attempt_id).collect();
-    let mut answers: Vec<Option<Result<CompletionOutcome, EngineError>>> = Vec::with_capacity(completions.len());
+    let (accepted, mut answers) = accept_completions(completions);
+    let judged = state.engine.complete_many(scope, &accepted).await;
+    answer_completions(&mut answers, judged)
+}
+
+/// A completion's answer while it is being judged: its attempt, and its answer once known.
+type Answering = (uuid::Uuid, Option<Result<CompletionOutcome, EngineError>>);
+
+/// The well-formed completions, for the engine to judge, and every completion's place in
+/// the answer (the malformed ones already answered).
+fn accept_completions(completions: Vec<AttemptCompletion>) -> (Vec<(uuid::Uuid, Completion)>, Vec<Answering>) {
     let mut accepted = Vec::with_capacity(completions.len());
+    let mut answers = Vec::with_capacity(completions.len());
     for c in completions {
         match completion(c.lease_token, c.result, c.error) {
             Ok(completion) => {
                 accepted.push((c.attempt_id, completion));
-                answers.push(None);
+                answers.push((c.attempt_id, None));
             }
-            Err(e) => answers.push(Some(Err(e))),
+            Err(e) => answers.push((c.attempt_id, Some(Err(e)))),
         }
     }
-    let mut judged = state.engine.complete_many(scope, &accepted).await.into_iter();
-    ids.into_iter()
-        .zip(answers)
+    (accepted, answers)
+}
+
+/// Every completion's answer, in order: the engine's judgements fill the places left open.
+fn answer_completions(answers: &mut Vec<Answering>, judged: Vec<Result<CompletionOutcome, EngineError>>) -> Vec<CompletionAnswer> {
+    let mut judged = judged.into_iter();
+    answers
+        .drain(..)
         .map(|(attempt_id, answer)| match answer.or_else(|| judged.next()) {
             Some(Ok(outcome)) => CompletionAnswer { attempt_id, outcome: Some(outcome), status: None, error: None },
             Some(Err(e)) => {
                 let e = ApiError::from(e);
                 CompletionAnswer { attempt_id, outcome: None, status: Some(e.status().as_u16()), error: Some(e.detail()) }
             }
-            // `complete_many` answers every completion it is given.
+            // The engine answers every completion it is given.
             None => CompletionAnswer { attempt_id, outcome: None, status: Some(500), error: Some(ApiError::Panic.detail()) },
         })
         .collect()

@@ -33,6 +33,9 @@ pub struct PgStore {
     bell: Arc<WorkBell>,
 }
 
+/// The least time between two `NOTIFY`s of one engine.
+const NOTIFY_GAP: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Wake-up hints, merged. When a transaction that scheduled work commits, this
 /// process's waiting pollers are woken at once, and one `NOTIFY` tells the other engines
 /// about everything committed since the previous one. The `NOTIFY` is sent outside the
@@ -77,6 +80,9 @@ impl WorkBell {
                 if let Err(e) = sqlx::query("SELECT pg_notify($1, '')").bind(WORK_CHANNEL).execute(&self.pool).await {
                     tracing::debug!(error = %e, "NOTIFY failed; pollers fall back to re-checking");
                 }
+                // Rings during the gap are merged into the next NOTIFY: a busy engine sends
+                // at most one per gap, other engines' pollers wake at most a gap later.
+                tokio::time::sleep(NOTIFY_GAP).await;
             }
         }
     }

@@ -207,4 +207,69 @@ rules! {
             assert_eq!(engine.job(&owner(ALICE), t.job_id).await.unwrap().status, JobStatus::Running);
         }
     }
+
+    async fn workers_completing_and_claiming_in_one_transaction_take_each_attempt_once(db) {
+        let engine = db.engine();
+        let n = 160;
+        for i in 0..n {
+            engine.submit(ALICE, &format!("cycle-{i}"), &llm_job(json!({ "i": i }), quick_options())).await.unwrap();
+        }
+        // 8 workers at once, each cycle completing what it took and claiming more in one
+        // transaction, with a forged completion in every cycle.
+        let won = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let workers = (0..8).map(|w| {
+            let engine = engine.clone();
+            let won = won.clone();
+            async move {
+                let request = onceflow_engine::ClaimRequest {
+                    worker_id: format!("w{w}"),
+                    task_queue: "default".to_owned(),
+                    providers: vec![("generate".to_owned(), "primary-llm".to_owned())],
+                    max_tasks: 4,
+                };
+                let (mut taken, mut outcomes) = (Vec::new(), Vec::new());
+                let mut held: Vec<onceflow_engine::model::ActivityTask> = Vec::new();
+                loop {
+                    let mut completions: Vec<(Uuid, Completion)> = held.iter().map(|t| (t.attempt_id, result_of(t, json!({"text": "ok"})))).collect();
+                    if let Some(t) = held.first() {
+                        completions.push((t.attempt_id, Completion { lease_token: Uuid::now_v7(), body: CompletionBody::Result(json!({"text": "forged"})) }));
+                    }
+                    let (answers, tasks) = engine.complete_and_claim(&owner(ALICE), &completions, &request).await.expect("the poll is valid");
+                    for (answer, (attempt_id, c)) in answers.into_iter().zip(&completions) {
+                        let forged = held.iter().all(|t| t.lease_token != c.lease_token);
+                        if answer.is_ok() && !forged {
+                            won.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        outcomes.push((*attempt_id, forged, answer.map_err(|e| e.code())));
+                    }
+                    held = tasks.expect("the claim succeeds");
+                    taken.extend(held.iter().map(|t| t.attempt_id));
+                    // Done once every job's result is in (a claim may skip a job another
+                    // worker's transaction holds, so an empty claim alone proves nothing).
+                    if held.is_empty() {
+                        if won.load(std::sync::atomic::Ordering::SeqCst) >= n {
+                            return (taken, outcomes);
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }
+        });
+        let results = join_all(workers).await;
+        let mut all_taken: Vec<Uuid> = results.iter().flat_map(|(t, _)| t.clone()).collect();
+        let handed_out = all_taken.len();
+        all_taken.sort();
+        all_taken.dedup();
+        assert_eq!((handed_out, all_taken.len()), (n, n), "every attempt handed out exactly once");
+        for (attempt_id, forged, answer) in results.into_iter().flat_map(|(_, o)| o) {
+            let expected = if forged { Err("lease_lost") } else { Ok(CompletionOutcome::Won) };
+            assert_eq!(answer, expected, "attempt {attempt_id}");
+        }
+        let jobs = engine.list_jobs(&owner(ALICE), &onceflow_engine::JobListQuery { limit: Some(200), ..Default::default() }).await.unwrap();
+        assert_eq!(jobs.jobs.len(), n);
+        for job in &jobs.jobs {
+            assert_eq!(job.status, JobStatus::Succeeded);
+            assert_eq!(event_types(&engine, job.id).await.iter().filter(|e| *e == "attempt_started").count(), 1);
+        }
+    }
 }
