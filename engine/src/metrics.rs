@@ -28,7 +28,7 @@ pub struct Metrics {
     pub(crate) schedule_to_start_seconds: Histogram,
     pub(crate) attempt_seconds: Histogram,
     /// Items per flush of the natural batchers, by kind (`tokens`, `submissions`,
-    /// `completions`).
+    /// `replays`, `completions`).
     pub(crate) batch_items: HistogramVec,
 }
 
@@ -71,7 +71,7 @@ impl Default for Metrics {
         )
         .unwrap_or_else(|e| panic!("metric: {e}"));
         let batch_items = HistogramVec::new(
-            HistogramOpts::new("onceflow_batch_items", "Calls answered by one flush of a natural batch (tokens, submissions, completions).")
+            HistogramOpts::new("onceflow_batch_items", "Calls answered by one flush of a natural batch (tokens, submissions, replays, completions).")
                 .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
             &["kind"],
         )

@@ -66,6 +66,8 @@ struct Batches {
     tokens: Arc<batch::Batcher<String, Option<crate::store::TokenRow>>>,
     /// Submissions of new activity jobs; `None` answers a taken key.
     submissions: Arc<batch::Batcher<NewActivityJob, Option<(JobRow, AttemptRow)>>>,
+    /// Replays: submissions whose key a committed job holds.
+    replays: Arc<batch::Batcher<submit::Replay, Result<crate::model::JobView, EngineError>>>,
     /// Completions of attempts.
     completions: Arc<batch::Batcher<commit::BatchedCompletion, Result<crate::model::CompletionOutcome, EngineError>>>,
 }
@@ -84,6 +86,12 @@ impl Batches {
             completions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("completions")), |items: Vec<commit::BatchedCompletion>| async move {
                 match items.first().map(|i| i.engine.clone()) {
                     Some(engine) => engine.complete_batch(items).await,
+                    None => Vec::new(),
+                }
+            }),
+            replays: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("replays")), |items: Vec<submit::Replay>| async move {
+                match items.first().map(|i| i.engine.clone()) {
+                    Some(engine) => engine.replay_batch(items).await,
                     None => Vec::new(),
                 }
             }),

@@ -456,6 +456,7 @@ impl Engine {
                 // The tick's job exists already (the schedule was deleted and recreated,
                 // or replaced with another job body): it fired then; it does not fire twice.
                 Ok(Created::Replayed(id)) => (id, json!({ "idempotency_key": key, "existing": true })),
+                Ok(Created::ReplayedView(job)) => (job.id, json!({ "idempotency_key": key, "existing": true })),
                 Err(EngineError::IdempotencyKeyReused { job_id }) => (job_id, json!({ "idempotency_key": key, "existing": true })),
                 Err(e) => return Err(e),
             };

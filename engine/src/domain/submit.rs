@@ -3,6 +3,7 @@
 use serde_json::json;
 use uuid::Uuid;
 
+use super::batch::Settled;
 use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityView, JobKind, JobView, Scope};
@@ -40,12 +41,13 @@ impl Engine {
         timer.observe_duration();
         match &created {
             Ok(Created::New(_)) => self.metrics.submitted(false),
-            Ok(Created::Replayed(_)) => self.metrics.submitted(true),
+            Ok(Created::Replayed(_) | Created::ReplayedView(_)) => self.metrics.submitted(true),
             Err(EngineError::IdempotencyKeyReused { .. }) => self.metrics.conflict(),
             Err(_) => {}
         }
         match created? {
             Created::New(job) => Ok(Submission { job: *job, replayed: false }),
+            Created::ReplayedView(job) => Ok(Submission { job: *job, replayed: true }),
             // A replay answers the job as it is now.
             Created::Replayed(job_id) => {
                 let job = self
@@ -85,6 +87,11 @@ impl Engine {
                 self.metrics.events_written(rows.events.pending.iter().map(|e| e.kind));
                 tracing::info!(job_id = %inserted.id, owner, idempotency_key = key, "job created");
                 return Ok(Created::New(Box::new(created_view(inserted, vec![activity_view(activity, &attempt_row)]))));
+            }
+            // Concurrent replays share one transaction, each judged as it would be alone.
+            let replay = Replay { engine: self.clone(), owner: owner.to_owned(), key: key.to_owned(), fingerprint: fingerprint.to_owned(), who: who.clone() };
+            if let Some(answer) = self.batches.replays.call(replay).await {
+                return answer.map(|job| Created::ReplayedView(Box::new(job)));
             }
             let mut tx = self.begin().await?;
             let replayed = self.replay(tx.as_mut(), owner, key, fingerprint, &who).await?;
@@ -154,6 +161,78 @@ impl Engine {
         events.push(event::JOB_REPLAYED, None, who, json!({ "idempotency_key": key }));
         events.flush(tx, &self.metrics).await?;
         Ok(Created::Replayed(existing.id))
+    }
+}
+
+/// A submission whose key a committed job holds, waiting to be judged with others.
+pub(crate) struct Replay {
+    pub(crate) engine: Engine,
+    owner: String,
+    key: String,
+    fingerprint: String,
+    who: String,
+}
+
+impl Engine {
+    /// Judges many replays in one transaction, each as [`Engine::submit`] judges it
+    /// alone: the jobs holding the keys are locked (in one order), a matching fingerprint
+    /// writes `job_replayed` and answers the job as it is now, another one answers
+    /// [`EngineError::IdempotencyKeyReused`] and changes nothing. `None` sends an item down
+    /// the single path (no job found, or the batch failed).
+    pub(crate) async fn replay_batch(&self, items: Vec<Replay>) -> Settled<Result<JobView, EngineError>> {
+        match self.replay_batch_once(&items).await {
+            Ok(answers) => answers,
+            Err(e) => {
+                tracing::debug!(error = %e, batch = items.len(), "batched replay failed; each replays alone");
+                items.iter().map(|_| None).collect()
+            }
+        }
+    }
+
+    async fn replay_batch_once(&self, items: &[Replay]) -> Result<Settled<Result<JobView, EngineError>>, EngineError> {
+        let mut keys: Vec<(String, String)> = items.iter().map(|i| (i.owner.clone(), i.key.clone())).collect();
+        keys.sort();
+        keys.dedup();
+        let mut tx = self.begin().await?;
+        let jobs = tx.lock_jobs_by_keys(&keys).await?;
+        let mut events = Vec::new();
+        // Per item: a refusal, a replayed job, or left to the single path.
+        let mut judged: Vec<Option<Result<(String, Uuid), EngineError>>> = Vec::with_capacity(items.len());
+        for item in items {
+            let Some(job) = jobs.iter().find(|j| j.owner_id == item.owner && j.idempotency_key == item.key) else {
+                judged.push(None);
+                continue;
+            };
+            if job.fingerprint != item.fingerprint {
+                judged.push(Some(Err(EngineError::IdempotencyKeyReused { job_id: job.id })));
+                continue;
+            }
+            let mut replayed = Events::for_job(&item.owner, job.id);
+            replayed.push(event::JOB_REPLAYED, None, &item.who, json!({ "idempotency_key": item.key }));
+            events.extend(replayed.pending);
+            judged.push(Some(Ok((job.owner_id.clone(), job.id))));
+        }
+        tx.append_events(&events).await?;
+        self.metrics.events_written(events.iter().map(|e| e.kind));
+        tx.commit().await?;
+        // A replay answers the job as it is now.
+        let mut wanted: Vec<(String, Uuid)> = judged.iter().flatten().filter_map(|j| j.as_ref().ok().cloned()).collect();
+        wanted.sort();
+        wanted.dedup();
+        let views = match self.store.job_views(&wanted).await {
+            Ok(views) => views,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading replayed jobs failed");
+                Vec::new()
+            }
+        };
+        Ok(judged
+            .into_iter()
+            .map(|j| match j? {
+                Ok((owner, id)) => views.iter().find(|v| v.owner == owner && v.id == id).cloned().map(Ok),
+                Err(e) => Some(Err(e)),
+            })
+            .collect())
     }
 }
 
@@ -263,4 +342,6 @@ pub(crate) enum Created {
     New(Box<JobView>),
     /// The key and fingerprint were seen before: this job.
     Replayed(Uuid),
+    /// The key and fingerprint were seen before: this job, as it is now.
+    ReplayedView(Box<JobView>),
 }

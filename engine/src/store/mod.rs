@@ -519,6 +519,16 @@ pub trait Store: Send + Sync + 'static {
     /// A job visible in `scope`, with its activities and attempts.
     async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>>;
 
+    /// The jobs `(owner, id)` with their activities and attempts, in any order; jobs
+    /// that do not exist are left out.
+    async fn job_views(&self, jobs: &[(String, Uuid)]) -> StoreResult<Vec<JobView>> {
+        let mut views = Vec::with_capacity(jobs.len());
+        for (owner, id) in jobs {
+            views.extend(self.job_view(&Scope::Owner(owner.clone()), *id).await?);
+        }
+        Ok(views)
+    }
+
     /// A job's events in order, or `None` when the job is not visible in `scope`.
     async fn job_events(&self, scope: &Scope, job_id: Uuid)
         -> StoreResult<Option<Vec<JobEvent>>>;
@@ -648,6 +658,25 @@ pub trait StoreTx: Send {
 
     /// Locks a job row for this transaction and returns it.
     async fn lock_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobRow>>;
+
+    /// Locks the jobs holding these `(owner, idempotency key)` pairs and returns them, as
+    /// they are once locked. Locks are taken in one order (owner, job id), so two such
+    /// calls never wait on each other in a cycle. Keys no job holds are left out.
+    async fn lock_jobs_by_keys(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<JobRow>> {
+        let mut found = Vec::with_capacity(keys.len());
+        for (owner, key) in keys {
+            if let Some(job) = self.job_by_idempotency_key(owner, key).await? {
+                found.push((job.owner_id, job.id));
+            }
+        }
+        found.sort();
+        found.dedup();
+        let mut locked = Vec::with_capacity(found.len());
+        for (owner, id) in found {
+            locked.extend(self.lock_job(&owner, id).await?);
+        }
+        Ok(locked)
+    }
 
     /// Marks a queued job running.
     async fn mark_job_running(&mut self, owner: &str, job_id: Uuid) -> StoreResult<bool>;

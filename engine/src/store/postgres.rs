@@ -465,6 +465,19 @@ impl Store for PgStore {
         Ok(assemble_views(&self.pool, vec![job_row(&row)?]).await?.pop())
     }
 
+    async fn job_views(&self, jobs: &[(String, Uuid)]) -> StoreResult<Vec<JobView>> {
+        let (owners, ids): (Vec<String>, Vec<Uuid>) = jobs.iter().cloned().unzip();
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE (owner_id, id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))"
+        ))
+        .bind(&owners)
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await?;
+        let rows = rows.iter().map(job_row).collect::<StoreResult<Vec<_>>>()?;
+        assemble_views(&self.pool, rows).await
+    }
+
     async fn job_events(
         &self,
         scope: &Scope,
@@ -1337,6 +1350,23 @@ impl StoreTx for PgTx {
         .fetch_optional(&mut *self.tx)
         .await?;
         row.as_ref().map(job_row).transpose()
+    }
+
+    async fn lock_jobs_by_keys(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<JobRow>> {
+        let (owners, keys): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+        // Locking discipline: jobs in (owner, id) order, so batches never wait in a cycle.
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM unnest($1::text[], $2::text[]) AS k(owner_id, idempotency_key)
+             JOIN jobs j ON j.idempotency_key = k.idempotency_key AND j.owner_id = k.owner_id
+             ORDER BY j.owner_id, j.id
+             FOR UPDATE OF j",
+            JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
+        ))
+        .bind(&owners)
+        .bind(&keys)
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.iter().map(job_row).collect()
     }
 
     async fn mark_job_running(&mut self, owner: &str, job_id: Uuid) -> StoreResult<bool> {

@@ -89,6 +89,46 @@ rules! {
 
     }
 
+    async fn concurrent_replays_on_one_engine_each_answer_the_job_as_it_is_now(db) {
+        let engine = db.engine();
+        let keys = 20;
+        let mut originals = Vec::new();
+        for k in 0..keys {
+            originals.push(engine.submit(ALICE, &format!("r-{k}"), &llm_job(json!({ "k": k }), quick_options())).await.unwrap().job);
+        }
+        // The first job has finished: its replays must show that, not the job as created.
+        let task = claim(&engine, &owner(ALICE), "w1", "primary-llm", 1).await.remove(0);
+        assert_eq!(task.job_id, originals[0].id);
+        engine.complete(&owner(ALICE), task.attempt_id, &result_of(&task, json!({"text": "done"}))).await.unwrap();
+        // Six replays and one other request per key, all at once.
+        let calls: Vec<(usize, bool)> = (0..keys).flat_map(|k| (0..7).map(move |copy| (k, copy == 6))).collect();
+        let answers = join_all(calls.iter().map(|&(k, other)| {
+            let engine = engine.clone();
+            let input = if other { json!({ "k": k, "other": true }) } else { json!({ "k": k }) };
+            async move { engine.submit(ALICE, &format!("r-{k}"), &llm_job(input, quick_options())).await }
+        }))
+        .await;
+        for (&(k, other), answer) in calls.iter().zip(&answers) {
+            match (other, answer) {
+                (false, Ok(s)) => {
+                    assert!(s.replayed);
+                    assert_eq!(s.job.id, originals[k].id);
+                    let expected = if k == 0 { JobStatus::Succeeded } else { JobStatus::Queued };
+                    assert_eq!(s.job.status, expected, "key {k}: the job as it is now");
+                }
+                (true, Err(EngineError::IdempotencyKeyReused { job_id })) => assert_eq!(*job_id, originals[k].id),
+                (_, other_answer) => panic!("key {k}: unexpected {other_answer:?}"),
+            }
+        }
+        assert_eq!(db.count("SELECT count(*) FROM jobs").await as usize, keys, "nothing created");
+        for job in &originals {
+            let events = event_types(&engine, job.id).await;
+            assert_eq!(events.iter().filter(|e| *e == "job_replayed").count(), 6, "one event per replay: {events:?}");
+        }
+        let (items, flushes) = batch_sizes(&engine, "replays").await;
+        assert!(flushes > 0.0 && items >= flushes, "replays went through the shared path: {items} items in {flushes} flushes");
+    }
+
     async fn concurrent_completions_on_one_engine_are_each_judged_alone(db) {
         let engine = db.engine();
         engine.register_contract(ALICE, "generate", &text_schema()).await.unwrap();
