@@ -1,13 +1,13 @@
 //! The hot statements stay on their indexes as finished history grows: with a large
-//! history of finished jobs, PostgreSQL's plans for dispatch, batched completions, the
-//! reaper and the timer loop never scan `attempts`, `jobs` or `timers` sequentially,
+//! history of finished jobs, PostgreSQL's plans for dispatch, batched completions and
+//! replays, the reaper and the timer loop never scan `attempts`, `jobs` or `timers` sequentially,
 //! whether or not the tables were ever analyzed (a server whose autovacuum is off never
 //! gathers statistics), and whether the plan is generic or custom. (PostgreSQL only: it is
 //! the production store, where history grows without bound.)
 
 use onceflow_engine::store::postgres::{
     CLAIM_ATTEMPTS_SQL, CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DUE_TIMERS_SQL, EXPIRED_LEASES_SQL,
-    LOCK_JOBS_OF_ATTEMPTS_SQL, OVERDUE_SCHEDULED_SQL,
+    LOCK_JOBS_BY_KEYS_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL, OVERDUE_SCHEDULED_SQL,
 };
 use onceflow_tests::{llm_job, quick_options, Backend, TestDb, ALICE};
 use serde_json::json;
@@ -38,6 +38,8 @@ async fn check_plans(db: &TestDb, when: &str) {
                 "ARRAY['history', 'history'], ARRAY[md5('j1')::uuid, md5('j2')::uuid], ARRAY[1, 1]::int8[], \
                  ARRAY[md5('a1')::uuid, md5('a2')::uuid], ARRAY[0, 0]::int8[], ARRAY[md5('t1')::uuid, md5('t2')::uuid], \
                  ARRAY['{}', '{}']::jsonb[], ARRAY['started']").await),
+            ("replay_lock", plan(db, mode, "replay", "text[], text[]", &LOCK_JOBS_BY_KEYS_SQL,
+                "ARRAY['history', 'history'], ARRAY['k1', 'k2']").await),
             ("reaper", plan(db, mode, "reaper", "bigint", &EXPIRED_LEASES_SQL, "200").await),
             ("expiry", plan(db, mode, "expiry", "bigint", &OVERDUE_SCHEDULED_SQL, "200").await),
             ("timers", plan(db, mode, "timers", "bigint", &DUE_TIMERS_SQL, "200").await),
@@ -51,6 +53,7 @@ async fn check_plans(db: &TestDb, when: &str) {
         for (name, index) in [
             ("claim", "attempts_dispatch"),
             ("completion_lock", "attempts_id_unique"),
+            ("replay_lock", "jobs_one_per_idempotency_key"),
             ("reaper", "attempts_lease_expiry"),
             ("expiry", "attempts_start_deadline"),
             ("timers", "timers_due"),

@@ -955,6 +955,17 @@ pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// Replays: the jobs holding (owner `$1[i]`, key `$2[i]`), locked in (owner, id) order.
+pub static LOCK_JOBS_BY_KEYS_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {} FROM unnest($1::text[], $2::text[]) AS k(owner_id, idempotency_key)
+         JOIN jobs j ON j.idempotency_key = k.idempotency_key AND j.owner_id = k.owner_id
+         ORDER BY j.owner_id, j.id
+         FOR UPDATE OF j",
+        JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
+    )
+});
+
 /// The timer loop (`$1` limit).
 pub static DUE_TIMERS_SQL: LazyLock<String> = LazyLock::new(|| {
     "SELECT t.owner_id, t.job_id, t.seq FROM timers t
@@ -1355,13 +1366,7 @@ impl StoreTx for PgTx {
     async fn lock_jobs_by_keys(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<JobRow>> {
         let (owners, keys): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
         // Locking discipline: jobs in (owner, id) order, so batches never wait in a cycle.
-        let rows = sqlx::query(&format!(
-            "SELECT {} FROM unnest($1::text[], $2::text[]) AS k(owner_id, idempotency_key)
-             JOIN jobs j ON j.idempotency_key = k.idempotency_key AND j.owner_id = k.owner_id
-             ORDER BY j.owner_id, j.id
-             FOR UPDATE OF j",
-            JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
-        ))
+        let rows = sqlx::query(&LOCK_JOBS_BY_KEYS_SQL)
         .bind(&owners)
         .bind(&keys)
         .fetch_all(&mut *self.tx)
