@@ -1,9 +1,11 @@
 //! [`Reporter`]: gets attempts' completions to the engine, many per request.
 //!
 //! A finished attempt's completion is queued. While the worker's poll loop is about to
-//! poll (it waits for a free slot, which the finished attempt has just given back), the
-//! next poll carries the queued completions; otherwise (a poll is in flight, or the loop
-//! is backing off or stopped) the reporter sends them at once with
+//! poll (it waits for a free slot, which the finished attempt has just given back), or
+//! while a poll that carries completions is in flight (the engine answers those without
+//! waiting for work), the next poll carries the queued completions; otherwise (a plain
+//! long poll is in flight, or the loop is backing off or stopped) the reporter sends them
+//! at once with
 //! `POST /v1/worker/completions`, at most [`REQUESTS_IN_FLIGHT`] requests at a time, so
 //! completions that finish meanwhile share the next one. A busy worker spends one round
 //! trip on many attempts; an idle one sends each completion right away. The engine judges
@@ -126,6 +128,14 @@ impl Reporter {
     /// The poll loop is waiting for a slot: completions queued from now on wait for its
     /// poll (the attempt that queues one has given a slot back, so the poll comes).
     pub(crate) fn poll_waiting(&self) {
+        if !self.no_carry.load(Ordering::Relaxed) {
+            self.outbox().poll_pending = true;
+        }
+    }
+
+    /// A poll carrying completions is in flight: the engine answers it without waiting for
+    /// work, so completions queued meanwhile wait for the next poll, which comes at once.
+    pub(crate) fn carrying_poll_sent(&self) {
         if !self.no_carry.load(Ordering::Relaxed) {
             self.outbox().poll_pending = true;
         }

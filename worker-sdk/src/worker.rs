@@ -473,6 +473,9 @@ impl Worker {
             };
             let carried = reporter.take_for_poll();
             let request = PollRequest { completions: carried.iter().map(|p| p.completion().clone()).collect(), ..request };
+            if !carried.is_empty() {
+                reporter.carrying_poll_sent();
+            }
             // An in-flight poll is allowed to finish even during shutdown: tasks it brings
             // back are already leased to this worker and are run within the grace period.
             let polled = self
@@ -507,6 +510,7 @@ impl Worker {
                 Err(e) => {
                     tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "poll failed; reconnecting");
                     Reporter::poll_failed(carried, &e);
+                    reporter.poll_not_waiting();
                     drop(permits);
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
