@@ -35,7 +35,7 @@ use uuid::Uuid;
 
 use crate::error::{EngineError, StoreError};
 use crate::model::Scope;
-use crate::store::{AttemptRow, JobRow, NewActivityJob, NewEvent, Store, StoreTx};
+use crate::store::{NewEvent, Store, StoreTx};
 
 pub use commit::{Completion, CompletionBody};
 pub use dispatch::{ClaimRequest, HeartbeatAck};
@@ -65,7 +65,9 @@ struct Batches {
     /// Bearer-token lookups by hash.
     tokens: Arc<batch::Batcher<String, Option<crate::store::TokenRow>>>,
     /// Submissions of new activity jobs; `None` answers a taken key.
-    submissions: Arc<batch::Batcher<NewActivityJob, Option<(JobRow, AttemptRow)>>>,
+    submissions: Arc<batch::Batcher<submit::BatchedSubmission, submit::Batched>>,
+    /// The keys of the submission flushes in flight.
+    held_keys: submit::HeldKeys,
     /// Replays: submissions whose key a committed job holds.
     replays: Arc<batch::Batcher<submit::Replay, Result<crate::model::JobView, EngineError>>>,
     /// Completions of attempts.
@@ -81,7 +83,6 @@ impl Batches {
     fn new(store: &Arc<dyn Store>, metrics: &crate::metrics::Metrics) -> Self {
         let sizes = |kind: &str| metrics.batch_items.with_label_values(&[kind]);
         let tokens_store = store.clone();
-        let submissions_store = store.clone();
         Batches {
             completions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("completions")), |items: Vec<commit::BatchedCompletion>| async move {
                 match items.first().map(|i| i.engine.clone()) {
@@ -95,18 +96,13 @@ impl Batches {
                     None => Vec::new(),
                 }
             }),
-            submissions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("submissions")), move |jobs: Vec<NewActivityJob>| {
-                let store = submissions_store.clone();
-                async move {
-                    match store.insert_activity_jobs_now(&jobs).await {
-                        Ok(answers) => answers.into_iter().map(Some).collect(),
-                        Err(e) => {
-                            tracing::debug!(error = %e, "batched submission failed; each request submits alone");
-                            jobs.iter().map(|_| None).collect()
-                        }
-                    }
+            submissions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("submissions")), |items: Vec<submit::BatchedSubmission>| async move {
+                match items.first().map(|i| i.engine.clone()) {
+                    Some(engine) => engine.submit_batch(items).await,
+                    None => Vec::new(),
                 }
             }),
+            held_keys: Default::default(),
             tokens: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("tokens")), move |hashes: Vec<String>| {
                 let store = tokens_store.clone();
                 async move {

@@ -1,6 +1,10 @@
 //! Submitting a job: the dedup insert (invariant 1).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use serde_json::json;
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::batch::Settled;
@@ -70,33 +74,7 @@ impl Engine {
         let who = actor::client(owner);
         let rows = Rows::new(owner, key, request, fingerprint, &who);
         if let Some((activity, attempt)) = &rows.activity {
-            // An activity job is one statement of its own. It inserts nothing only when a
-            // committed job holds the key (a concurrent inserter is waited for): a replay.
-            // Concurrent submissions share that statement (each job still all or nothing).
-            let batched = NewActivityJob {
-                job: rows.job.clone(),
-                activity: activity.clone(),
-                attempt: attempt.clone(),
-                events: rows.events.pending.clone(),
-            };
-            let inserted = match self.batches.submissions.call(batched).await {
-                Some(answer) => answer,
-                None => self.store.insert_activity_job_now(&rows.job, activity, attempt, &rows.events.pending).await?,
-            };
-            if let Some((inserted, attempt_row)) = inserted {
-                self.metrics.events_written(rows.events.pending.iter().map(|e| e.kind));
-                tracing::info!(job_id = %inserted.id, owner, idempotency_key = key, "job created");
-                return Ok(Created::New(Box::new(created_view(inserted, vec![activity_view(activity, &attempt_row)]))));
-            }
-            // Concurrent replays share one transaction, each judged as it would be alone.
-            let replay = Replay { engine: self.clone(), owner: owner.to_owned(), key: key.to_owned(), fingerprint: fingerprint.to_owned(), who: who.clone() };
-            if let Some(answer) = self.batches.replays.call(replay).await {
-                return answer.map(|job| Created::ReplayedView(Box::new(job)));
-            }
-            let mut tx = self.begin().await?;
-            let replayed = self.replay(tx.as_mut(), owner, key, fingerprint, &who).await?;
-            tx.commit().await?;
-            return Ok(replayed);
+            return self.submit_activity_job(&rows, activity, attempt, owner, key, fingerprint, &who).await;
         }
         let mut tx = self.begin().await?;
         let created = self.insert_rows(tx.as_mut(), rows, owner, key, fingerprint, &who).await?;
@@ -105,6 +83,155 @@ impl Engine {
             tracing::info!(job_id = %job.id, owner, idempotency_key = key, "job created");
         }
         Ok(created)
+    }
+
+    /// An activity job's submission: it shares one statement with concurrent ones (see
+    /// [`Engine::submit_batch`]); a taken key is judged as a replay.
+    #[allow(clippy::too_many_arguments)]
+    async fn submit_activity_job(
+        &self,
+        rows: &Rows,
+        activity: &NewActivity,
+        attempt: &NewAttempt,
+        owner: &str,
+        key: &str,
+        fingerprint: &str,
+        who: &str,
+    ) -> Result<Created, EngineError> {
+        let created = |inserted: JobRow, attempt_row: AttemptRow| {
+            self.metrics.events_written(rows.events.pending.iter().map(|e| e.kind));
+            tracing::info!(job_id = %inserted.id, owner, idempotency_key = key, "job created");
+            Created::New(Box::new(created_view(inserted, vec![activity_view(activity, &attempt_row)])))
+        };
+        // A key held by another flush in flight is waited for; a few times at most.
+        for _ in 0..3 {
+            let item = BatchedSubmission {
+                engine: self.clone(),
+                rows: NewActivityJob {
+                    job: rows.job.clone(),
+                    activity: activity.clone(),
+                    attempt: attempt.clone(),
+                    events: rows.events.pending.clone(),
+                },
+                who: who.to_owned(),
+            };
+            match self.batches.submissions.call(item).await {
+                Some(Batched::Created(inserted)) => return Ok(created(inserted.0, inserted.1)),
+                Some(Batched::Replayed(job)) => return Ok(Created::ReplayedView(job)),
+                Some(Batched::Reused(job_id)) => return Err(EngineError::IdempotencyKeyReused { job_id }),
+                Some(Batched::Taken) => return self.replay_taken(owner, key, fingerprint, who).await,
+                Some(Batched::Held(mut done)) => {
+                    // The flush that holds the key has ended: most likely its job holds
+                    // the key now, and this is its replay. If no job does (that flush
+                    // failed), submit again.
+                    let _ = done.changed().await;
+                    let replay = Replay { engine: self.clone(), owner: owner.to_owned(), key: key.to_owned(), fingerprint: fingerprint.to_owned(), who: who.to_owned() };
+                    if let Some(answer) = self.batches.replays.call(replay).await {
+                        return answer.map(|job| Created::ReplayedView(Box::new(job)));
+                    }
+                }
+                None => break,
+            }
+        }
+        // Alone: one statement that inserts all of the job or (a taken key) nothing.
+        match self.store.insert_activity_job_now(&rows.job, activity, attempt, &rows.events.pending).await? {
+            Some((inserted, attempt_row)) => Ok(created(inserted, attempt_row)),
+            None => self.replay_taken(owner, key, fingerprint, who).await,
+        }
+    }
+
+    /// Judges a submission whose key a committed job holds: concurrent replays share one
+    /// transaction, each judged as it would be alone.
+    async fn replay_taken(&self, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
+        let replay = Replay { engine: self.clone(), owner: owner.to_owned(), key: key.to_owned(), fingerprint: fingerprint.to_owned(), who: who.to_owned() };
+        if let Some(answer) = self.batches.replays.call(replay).await {
+            return answer.map(|job| Created::ReplayedView(Box::new(job)));
+        }
+        let mut tx = self.begin().await?;
+        let replayed = self.replay(tx.as_mut(), owner, key, fingerprint, who).await?;
+        tx.commit().await?;
+        Ok(replayed)
+    }
+
+    /// Submits many new activity jobs in one statement, each judged as [`Engine::submit`]
+    /// judges it alone:
+    /// - the first submission of a key in the flush inserts its job (all of it), or
+    ///   nothing when a committed job holds the key ([`Batched::Taken`]);
+    /// - a later submission of the same key in the same flush is that job's replay (its
+    ///   `job_replayed` written by the same statement, after the job's first events) or,
+    ///   with another request, [`Batched::Reused`];
+    /// - a submission whose key another flush in flight on this engine holds inserts
+    ///   nothing and is answered [`Batched::Held`] at once, so that it does not hold up
+    ///   this statement waiting on that flush's uncommitted row.
+    ///
+    /// `None` sends a submission down the single path (the statement failed).
+    pub(crate) async fn submit_batch(&self, items: Vec<BatchedSubmission>) -> Settled<Batched> {
+        let mut answers: Settled<Batched> = (0..items.len()).map(|_| None).collect();
+        let (ended, held) = watch::channel(());
+        // Per key of this flush: the submission that inserts it, then its repeats.
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut mine: HashMap<(String, String), usize> = HashMap::new();
+        {
+            let Ok(mut keys) = self.batches.held_keys.lock() else { return answers };
+            for (i, item) in items.iter().enumerate() {
+                let key = (item.rows.job.owner_id.clone(), item.rows.job.idempotency_key.clone());
+                if let Some(&g) = mine.get(&key) {
+                    groups[g].1.push(i);
+                } else if let Some(other) = keys.get(&key) {
+                    answers[i] = Some(Batched::Held(other.clone()));
+                } else {
+                    keys.insert(key.clone(), held.clone());
+                    mine.insert(key, groups.len());
+                    groups.push((i, Vec::new()));
+                }
+            }
+        }
+        // Whatever happens below (even a panic), the keys are given back, then the
+        // submissions waiting on them are woken.
+        let _release = HeldRelease { keys: &self.batches.held_keys, mine: mine.into_keys().collect(), _ended: ended };
+        if groups.is_empty() {
+            return answers;
+        }
+        let jobs: Vec<NewActivityJob> = groups
+            .iter()
+            .map(|(first, repeats)| {
+                let mut job = items[*first].rows.clone();
+                let mut replayed = Events::for_job(&job.job.owner_id, job.job.id);
+                for &r in repeats {
+                    if items[r].rows.job.fingerprint == job.job.fingerprint {
+                        replayed.push(event::JOB_REPLAYED, None, &items[r].who, json!({ "idempotency_key": job.job.idempotency_key }));
+                    }
+                }
+                job.events.extend(replayed.pending);
+                job
+            })
+            .collect();
+        let inserted = match self.store.insert_activity_jobs_now(&jobs).await {
+            Ok(inserted) => inserted,
+            Err(e) => {
+                tracing::debug!(error = %e, batch = jobs.len(), "batched submission failed; each submits alone");
+                return answers;
+            }
+        };
+        for ((first, repeats), (job, inserted)) in groups.iter().zip(jobs.iter().zip(inserted)) {
+            let Some((row, attempt_row)) = inserted else {
+                for &i in std::iter::once(first).chain(repeats) {
+                    answers[i] = Some(Batched::Taken);
+                }
+                continue;
+            };
+            self.metrics.events_written(job.events.iter().map(|e| e.kind).filter(|&k| k == event::JOB_REPLAYED));
+            for &r in repeats {
+                let replay = items[r].rows.job.fingerprint == job.job.fingerprint;
+                answers[r] = Some(match replay {
+                    // The replay of a job created by the same statement: the job as it is now.
+                    true => Batched::Replayed(Box::new(created_view(row.clone(), vec![activity_view(&job.activity, &attempt_row)]))),
+                    false => Batched::Reused(row.id),
+                });
+            }
+            answers[*first] = Some(Batched::Created(Box::new((row, attempt_row))));
+        }
+        answers
     }
 
     /// The dedup insert inside the caller's transaction (the scheduler submits its ticks
@@ -161,6 +288,54 @@ impl Engine {
         events.push(event::JOB_REPLAYED, None, who, json!({ "idempotency_key": key }));
         events.flush(tx, &self.metrics).await?;
         Ok(Created::Replayed(existing.id))
+    }
+}
+
+/// A submission of a new activity job, waiting to share the next statement with others.
+pub(crate) struct BatchedSubmission {
+    pub(crate) engine: Engine,
+    rows: NewActivityJob,
+    /// Who submits (the actor of its `job_replayed`, if it is a repeat).
+    who: String,
+}
+
+/// What a shared submission statement answers one submission.
+pub(crate) enum Batched {
+    /// This submission created the job.
+    Created(Box<(JobRow, AttemptRow)>),
+    /// An earlier submission of the same key and request in the same statement created
+    /// the job; this is its replay.
+    Replayed(Box<JobView>),
+    /// An earlier submission of the same key in the same statement created this job for
+    /// another request.
+    Reused(Uuid),
+    /// A committed job holds the key.
+    Taken,
+    /// Another flush in flight holds the key; this changes when it has ended.
+    Held(watch::Receiver<()>),
+}
+
+/// The keys of the submission flushes in flight on this engine, each with what changes
+/// when its flush has ended.
+pub(crate) type HeldKeys = Mutex<HashMap<(String, String), watch::Receiver<()>>>;
+
+/// Gives a flush's keys back when dropped, then (dropping the sender) wakes the
+/// submissions that wait on them.
+struct HeldRelease<'a> {
+    keys: &'a HeldKeys,
+    mine: Vec<(String, String)>,
+    _ended: watch::Sender<()>,
+}
+
+impl Drop for HeldRelease<'_> {
+    fn drop(&mut self) {
+        let mut keys = match self.keys.lock() {
+            Ok(keys) => keys,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for key in &self.mine {
+            keys.remove(key);
+        }
     }
 }
 

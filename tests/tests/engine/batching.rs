@@ -70,6 +70,8 @@ rules! {
                 match answer {
                     Ok(s) => {
                         assert_eq!(s.job.id, job.id, "{key}: every accepted submission answers the one job");
+                        let attempts: Vec<usize> = s.job.activities.iter().map(|a| a.attempts.len()).collect();
+                        assert_eq!(attempts, vec![1], "{key}: every answer shows the job's activity and its first attempt");
                         assert_eq!(*input, winning_input, "{key}: only the same request is a replay");
                     }
                     Err(EngineError::IdempotencyKeyReused { job_id }) => {
@@ -80,6 +82,7 @@ rules! {
                 }
             }
             let events = event_types(&engine, job.id).await;
+            assert_eq!(events[..2], ["job_created", "attempt_scheduled"], "{key}: replays are recorded after the creation: {events:?}");
             assert_eq!(events.iter().filter(|e| *e == "job_created").count(), 1, "{key}: {events:?}");
             let accepted = answers.iter().filter(|(_, a)| a.is_ok()).count();
             assert_eq!(events.iter().filter(|e| *e == "job_replayed").count(), accepted - 1, "{key}: one event per replay: {events:?}");
