@@ -431,9 +431,11 @@ impl Bench {
         let names = self.names("dedup");
         let keys = (self.jobs / 2).max(1);
         let submits = keys * 2;
+        let batches_before = self.batch_totals().await;
         let start = Instant::now();
         let (created, replayed) = self.produce(&names, submits, 2).await?;
         let elapsed = start.elapsed();
+        let batches = batch_report(&batches_before, &self.batch_totals().await);
         let (jobs, listed) = self.count_jobs(&names, None, keys).await?;
         if jobs != keys || listed != keys || created != keys || replayed != keys {
             return Err(format!(
@@ -441,7 +443,7 @@ impl Bench {
                  answers: {created} created, {replayed} replayed"
             ));
         }
-        let rate = self.result("dedup", submits, elapsed, &format!(" jobs_created={jobs}"));
+        let rate = self.result("dedup", submits, elapsed, &format!(" jobs_created={jobs}{batches}"));
         eprintln!(
             "bench dedup: {submits} submissions of {keys} keys (each twice, concurrently) by {} producers in {:.3} s: \
              {rate:.1} submissions/s; {jobs} jobs exist ({created} created, {replayed} replayed)",
@@ -499,18 +501,11 @@ impl Bench {
         if succeeded != n {
             return Err(format!("e2e: expected {n} succeeded jobs of this run, found {succeeded} ({listed} listed)"));
         }
-        let mut batches = String::new();
-        for (kind, (sum, count)) in &batches_after {
-            let (sum0, count0) = batches_before.get(kind).copied().unwrap_or_default();
-            if count - count0 > 0.0 {
-                batches.push_str(&format!(" batch_{kind}={:.1}", (sum - sum0) / (count - count0)));
-            }
-        }
-        Ok((elapsed, succeeded, batches))
+        Ok((elapsed, succeeded, batch_report(&batches_before, &batches_after)))
     }
 
     /// From the server's metrics: per natural batcher, the items and flushes so far.
-    async fn batch_totals(&self) -> std::collections::BTreeMap<String, (f64, f64)> {
+    async fn batch_totals(&self) -> BatchTotals {
         let mut totals = std::collections::BTreeMap::new();
         let Ok(response) = self.http.get(format!("{}/metrics", self.url)).send().await else { return totals };
         let Ok(text) = response.text().await else { return totals };
@@ -1163,4 +1158,21 @@ async fn history_sqlite(database_url: &str, rows: i64, run3: &str, key_prefix: &
     tx.commit().await.map_err(|e| format!("history: commit failed: {e}"))?;
     pool.close().await;
     Ok(())
+}
+
+/// Per natural batcher (by kind): the items and flushes counted so far.
+type BatchTotals = std::collections::BTreeMap<String, (f64, f64)>;
+
+/// ` batch_<kind>=<items per flush> flushes_<kind>=<flushes>` for each batcher that
+/// flushed between `before` and `after`.
+fn batch_report(before: &BatchTotals, after: &BatchTotals) -> String {
+    let mut report = String::new();
+    for (kind, (sum, count)) in after {
+        let (sum0, count0) = before.get(kind).copied().unwrap_or_default();
+        let flushes = count - count0;
+        if flushes > 0.0 {
+            report.push_str(&format!(" batch_{kind}={:.1} flushes_{kind}={flushes}", (sum - sum0) / flushes));
+        }
+    }
+    report
 }

@@ -69,7 +69,7 @@ struct Batches {
     /// The keys of the submission flushes in flight.
     held_keys: submit::HeldKeys,
     /// Replays: submissions whose key a committed job holds.
-    replays: Arc<batch::Batcher<submit::Replay, Result<crate::model::JobView, EngineError>>>,
+    replays: Arc<batch::Batcher<submit::Replay, Result<submit::Created, EngineError>>>,
     /// Completions of attempts.
     completions: Arc<batch::Batcher<commit::BatchedCompletion, Result<crate::model::CompletionOutcome, EngineError>>>,
 }

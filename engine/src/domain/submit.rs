@@ -12,7 +12,7 @@ use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityView, JobKind, JobView, Scope};
 use crate::request::{check_idempotency_key, JobRequest, JobTarget};
-use crate::store::{AttemptRow, JobRow, NewActivity, NewActivityJob, NewAttempt, NewJob, StoreTx};
+use crate::store::{AttemptRow, JobRow, NewActivity, NewActivityJob, NewAttempt, NewJob, NewReplay, StoreTx};
 
 /// The answer to a submission.
 #[derive(Debug, Clone)]
@@ -127,7 +127,7 @@ impl Engine {
                     let _ = done.changed().await;
                     let replay = Replay { engine: self.clone(), owner: owner.to_owned(), key: key.to_owned(), fingerprint: fingerprint.to_owned(), who: who.to_owned() };
                     if let Some(answer) = self.batches.replays.call(replay).await {
-                        return answer.map(|job| Created::ReplayedView(Box::new(job)));
+                        return answer;
                     }
                 }
                 None => break,
@@ -145,7 +145,7 @@ impl Engine {
     async fn replay_taken(&self, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
         let replay = Replay { engine: self.clone(), owner: owner.to_owned(), key: key.to_owned(), fingerprint: fingerprint.to_owned(), who: who.to_owned() };
         if let Some(answer) = self.batches.replays.call(replay).await {
-            return answer.map(|job| Created::ReplayedView(Box::new(job)));
+            return answer;
         }
         let mut tx = self.begin().await?;
         let replayed = self.replay(tx.as_mut(), owner, key, fingerprint, who).await?;
@@ -354,7 +354,7 @@ impl Engine {
     /// writes `job_replayed` and answers the job as it is now, another one answers
     /// [`EngineError::IdempotencyKeyReused`] and changes nothing. `None` sends an item down
     /// the single path (no job found, or the batch failed).
-    pub(crate) async fn replay_batch(&self, items: Vec<Replay>) -> Settled<Result<JobView, EngineError>> {
+    pub(crate) async fn replay_batch(&self, items: Vec<Replay>) -> Settled<Result<Created, EngineError>> {
         match self.replay_batch_once(&items).await {
             Ok(answers) => answers,
             Err(e) => {
@@ -364,48 +364,55 @@ impl Engine {
         }
     }
 
-    async fn replay_batch_once(&self, items: &[Replay]) -> Result<Settled<Result<JobView, EngineError>>, EngineError> {
-        let mut keys: Vec<(String, String)> = items.iter().map(|i| (i.owner.clone(), i.key.clone())).collect();
-        keys.sort();
-        keys.dedup();
-        let mut tx = self.begin().await?;
-        let jobs = tx.lock_jobs_by_keys(&keys).await?;
-        let mut events = Vec::new();
-        // Per item: a refusal, a replayed job, or left to the single path.
-        let mut judged: Vec<Option<Result<(String, Uuid), EngineError>>> = Vec::with_capacity(items.len());
-        for item in items {
-            let Some(job) = jobs.iter().find(|j| j.owner_id == item.owner && j.idempotency_key == item.key) else {
-                judged.push(None);
-                continue;
-            };
-            if job.fingerprint != item.fingerprint {
-                judged.push(Some(Err(EngineError::IdempotencyKeyReused { job_id: job.id })));
-                continue;
-            }
-            let mut replayed = Events::for_job(&item.owner, job.id);
-            replayed.push(event::JOB_REPLAYED, None, &item.who, json!({ "idempotency_key": item.key }));
-            events.extend(replayed.pending);
-            judged.push(Some(Ok((job.owner_id.clone(), job.id))));
-        }
-        tx.append_events(&events).await?;
-        self.metrics.events_written(events.iter().map(|e| e.kind));
-        tx.commit().await?;
-        // A replay answers the job as it is now.
-        let mut wanted: Vec<(String, Uuid)> = judged.iter().flatten().filter_map(|j| j.as_ref().ok().cloned()).collect();
-        wanted.sort();
-        wanted.dedup();
-        let views = match self.store.job_views(&wanted).await {
+    async fn replay_batch_once(&self, items: &[Replay]) -> Result<Settled<Result<Created, EngineError>>, EngineError> {
+        let replays: Vec<NewReplay> = items
+            .iter()
+            .map(|i| NewReplay {
+                owner_id: i.owner.clone(),
+                idempotency_key: i.key.clone(),
+                fingerprint: i.fingerprint.clone(),
+                actor: i.who.clone(),
+                data: json!({ "idempotency_key": i.key }),
+            })
+            .collect();
+        let jobs = self.store.replay_now(&replays).await?;
+        // Per item: a refusal, the index of the job it replayed, or left to the single path.
+        let judged: Vec<Option<Result<usize, EngineError>>> = items
+            .iter()
+            .map(|item| {
+                let j = jobs.iter().position(|j| j.owner_id == item.owner && j.idempotency_key == item.key)?;
+                Some(match jobs[j].fingerprint == item.fingerprint {
+                    true => Ok(j),
+                    false => Err(EngineError::IdempotencyKeyReused { job_id: jobs[j].id }),
+                })
+            })
+            .collect();
+        self.metrics.events_written(judged.iter().filter(|j| matches!(j, Some(Ok(_)))).map(|_| event::JOB_REPLAYED));
+        // A replay answers the job as it is now: as locked, with its activities read now.
+        let mut replayed: Vec<usize> = judged.iter().filter_map(|j| j.as_ref()?.as_ref().ok().copied()).collect();
+        replayed.sort_unstable();
+        replayed.dedup();
+        let views = match self.store.views_of(replayed.iter().map(|&j| jobs[j].clone()).collect()).await {
             Ok(views) => views,
             Err(e) => {
+                // The replays are written: each reads its job alone.
                 tracing::debug!(error = %e, "reading replayed jobs failed");
                 Vec::new()
             }
         };
         Ok(judged
             .into_iter()
-            .map(|j| match j? {
-                Ok((owner, id)) => views.iter().find(|v| v.owner == owner && v.id == id).cloned().map(Ok),
-                Err(e) => Some(Err(e)),
+            .map(|j| {
+                Some(match j? {
+                    Ok(j) => {
+                        let (owner, id) = (&jobs[j].owner_id, jobs[j].id);
+                        match views.iter().find(|v| &v.owner == owner && v.id == id) {
+                            Some(view) => Ok(Created::ReplayedView(Box::new(view.clone()))),
+                            None => Ok(Created::Replayed(id)),
+                        }
+                    }
+                    Err(e) => Err(e),
+                })
             })
             .collect())
     }

@@ -295,6 +295,21 @@ pub struct NewEvent {
     pub data: Value,
 }
 
+/// A submission whose key a committed job may hold, to be judged as a replay of it.
+#[derive(Debug, Clone)]
+pub struct NewReplay {
+    /// The owner submitting.
+    pub owner_id: String,
+    /// The key submitted.
+    pub idempotency_key: String,
+    /// The request's fingerprint: only a job with the same one is replayed.
+    pub fingerprint: String,
+    /// Who submits (the actor of its `job_replayed`).
+    pub actor: String,
+    /// The data of its `job_replayed`.
+    pub data: Value,
+}
+
 /// What a worker asks for when it polls.
 #[derive(Debug, Clone)]
 pub struct ClaimFilter {
@@ -501,6 +516,42 @@ pub trait Store: Send + Sync + 'static {
         }
         tx.commit().await?;
         Ok(answers)
+    }
+
+    /// Judges replays in a transaction of their own, committed when this returns: locks
+    /// the jobs holding the replays' keys (in (owner, id) order, so two calls never wait on
+    /// each other in a cycle) and appends one `job_replayed`, in the order given, for each
+    /// replay whose fingerprint is that of the job holding its key. Returns those jobs as
+    /// they are once locked; keys no job holds are left out. On an error nothing is written.
+    async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Vec<JobRow>> {
+        let mut keys: Vec<(String, String)> = replays.iter().map(|r| (r.owner_id.clone(), r.idempotency_key.clone())).collect();
+        keys.sort();
+        keys.dedup();
+        let mut tx = self.begin().await?;
+        let jobs = tx.lock_jobs_by_keys(&keys).await?;
+        let events: Vec<NewEvent> = replays
+            .iter()
+            .filter_map(|r| {
+                let job = jobs.iter().find(|j| j.owner_id == r.owner_id && j.idempotency_key == r.idempotency_key)?;
+                (job.fingerprint == r.fingerprint).then(|| NewEvent {
+                    owner_id: job.owner_id.clone(),
+                    job_id: job.id,
+                    kind: crate::model::event::JOB_REPLAYED,
+                    attempt_id: None,
+                    actor: r.actor.clone(),
+                    data: r.data.clone(),
+                })
+            })
+            .collect();
+        tx.append_events(&events).await?;
+        tx.commit().await?;
+        Ok(jobs)
+    }
+
+    /// The views of these jobs (as given) with their activities and attempts read now.
+    async fn views_of(&self, jobs: Vec<JobRow>) -> StoreResult<Vec<JobView>> {
+        let ids: Vec<(String, Uuid)> = jobs.into_iter().map(|j| (j.owner_id, j.id)).collect();
+        self.job_views(&ids).await
     }
 
     /// Applies pending migrations.

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store,
+    LeaseExtension, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ScheduleRow, Store,
     StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
@@ -314,11 +314,7 @@ async fn assemble_views(pool: &PgPool, jobs: Vec<JobRow>) -> StoreResult<Vec<Job
     }
     let owners: Vec<String> = jobs.iter().map(|j| j.owner_id.clone()).collect();
     let ids: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
-    let activity_rows = sqlx::query(&format!(
-        "SELECT {ACTIVITY_COLUMNS} FROM activities
-         WHERE (owner_id, job_id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
-         ORDER BY job_id, seq"
-    ))
+    let activity_rows = sqlx::query(&ACTIVITIES_OF_JOBS_SQL)
     .bind(&owners)
     .bind(&ids)
     .fetch_all(pool)
@@ -327,11 +323,7 @@ async fn assemble_views(pool: &PgPool, jobs: Vec<JobRow>) -> StoreResult<Vec<Job
     // By activity, on the (owner, activity, number) key: no index leads with the job.
     let activity_owners: Vec<&str> = activities.iter().map(|a| a.owner_id.as_str()).collect();
     let activity_ids: Vec<Uuid> = activities.iter().map(|a| a.id).collect();
-    let attempt_rows = sqlx::query(&format!(
-        "SELECT {ATTEMPT_COLUMNS} FROM attempts
-         WHERE (owner_id, activity_id) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
-         ORDER BY activity_id, number"
-    ))
+    let attempt_rows = sqlx::query(&ATTEMPTS_OF_ACTIVITIES_SQL)
     .bind(&activity_owners)
     .bind(&activity_ids)
     .fetch_all(pool)
@@ -476,6 +468,35 @@ impl Store for PgStore {
         .await?;
         let rows = rows.iter().map(job_row).collect::<StoreResult<Vec<_>>>()?;
         assemble_views(&self.pool, rows).await
+    }
+
+    async fn views_of(&self, jobs: Vec<JobRow>) -> StoreResult<Vec<JobView>> {
+        assemble_views(&self.pool, jobs).await
+    }
+
+    async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Vec<JobRow>> {
+        let mut keys: Vec<(&str, &str)> = replays.iter().map(|r| (r.owner_id.as_str(), r.idempotency_key.as_str())).collect();
+        keys.sort();
+        keys.dedup();
+        let (key_owners, key_names): (Vec<&str>, Vec<&str>) = keys.into_iter().unzip();
+        let owners: Vec<&str> = replays.iter().map(|r| r.owner_id.as_str()).collect();
+        let names: Vec<&str> = replays.iter().map(|r| r.idempotency_key.as_str()).collect();
+        let fingerprints: Vec<&str> = replays.iter().map(|r| r.fingerprint.as_str()).collect();
+        let actors: Vec<&str> = replays.iter().map(|r| r.actor.as_str()).collect();
+        let data: Vec<&Value> = replays.iter().map(|r| &r.data).collect();
+        // One autocommit statement: the jobs locked in (owner, id) order, their replays
+        // numbered after their last event (see REPLAY_JOBS_SQL for why that is safe).
+        let rows = sqlx::query(&REPLAY_JOBS_SQL)
+            .bind(&key_owners)
+            .bind(&key_names)
+            .bind(&owners)
+            .bind(&names)
+            .bind(&fingerprints)
+            .bind(&actors)
+            .bind(&data)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(job_row).collect()
     }
 
     async fn job_events(
@@ -942,26 +963,86 @@ pub static COMMIT_ACTIVITY_JOB_RESULTS_SQL: LazyLock<String> = LazyLock::new(|| 
 });
 
 /// Completions in a batch: locks the jobs of the attempts `$1` (distinct ids) in
-/// (owner, id) order. Each id is looked up by index, one at a time, so the plan stays a
-/// nested loop over the ids whatever the tables' size or statistics.
+/// (owner, id) order, each job once. Each id is looked up by index, one at a time (a
+/// lateral subquery cannot become a scan of the table), so the plan stays a nested loop
+/// over the ids whatever the tables' size or statistics when it was cached.
 pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT {} FROM unnest($1::uuid[]) AS x(id)
-         JOIN attempts a ON a.id = x.id
-         JOIN jobs j ON j.owner_id = a.owner_id AND j.id = a.job_id
-         ORDER BY j.owner_id, j.id
-         FOR UPDATE OF j",
+        "WITH found AS MATERIALIZED (
+             SELECT DISTINCT a.owner_id, a.job_id FROM unnest($1::uuid[]) AS x(id)
+             CROSS JOIN LATERAL (SELECT a.owner_id, a.job_id FROM attempts a WHERE a.id = x.id OFFSET 0) a
+             ORDER BY a.owner_id, a.job_id
+         )
+         -- Locking discipline: jobs in (owner, id) order (the nested loop keeps found's).
+         SELECT j.* FROM found f
+         CROSS JOIN LATERAL (
+             SELECT {} FROM jobs j WHERE j.owner_id = f.owner_id AND j.id = f.job_id OFFSET 0 FOR UPDATE
+         ) j",
         JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
     )
 });
 
-/// Replays: the jobs holding (owner `$1[i]`, key `$2[i]`), locked in (owner, id) order.
-pub static LOCK_JOBS_BY_KEYS_SQL: LazyLock<String> = LazyLock::new(|| {
+/// Views: the activities of the jobs (owner `$1[i]`, job `$2[i]`), by job and position.
+/// One index probe per job (a lateral subquery cannot become a scan of the table),
+/// whatever the table's size when the plan was cached.
+pub static ACTIVITIES_OF_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT {} FROM unnest($1::text[], $2::text[]) AS k(owner_id, idempotency_key)
-         JOIN jobs j ON j.idempotency_key = k.idempotency_key AND j.owner_id = k.owner_id
-         ORDER BY j.owner_id, j.id
-         FOR UPDATE OF j",
+        "SELECT a.* FROM unnest($1::text[], $2::uuid[]) AS k(owner_id, job_id)
+         CROSS JOIN LATERAL (
+             SELECT {ACTIVITY_COLUMNS} FROM activities x WHERE x.job_id = k.job_id AND x.owner_id = k.owner_id OFFSET 0
+         ) a
+         ORDER BY a.job_id, a.seq"
+    )
+});
+
+/// Views: the attempts of the activities (owner `$1[i]`, activity `$2[i]`), by activity
+/// and number; one index probe per activity, as [`ACTIVITIES_OF_JOBS_SQL`].
+pub static ATTEMPTS_OF_ACTIVITIES_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT t.* FROM unnest($1::text[], $2::uuid[]) AS k(owner_id, activity_id)
+         CROSS JOIN LATERAL (
+             SELECT {ATTEMPT_COLUMNS} FROM attempts x WHERE x.owner_id = k.owner_id AND x.activity_id = k.activity_id OFFSET 0
+         ) t
+         ORDER BY t.activity_id, t.number"
+    )
+});
+
+/// Replays in one statement: the jobs holding the keys (owner `$1[i]`, key `$2[i]`)
+/// locked in (owner, id) order, and a `job_replayed` for each replay (owner `$3[i]`, key
+/// `$4[i]`, fingerprint `$5[i]`, actor `$6[i]`, data `$7[i]`) whose fingerprint is its
+/// job's; answers the jobs as locked.
+pub static REPLAY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH found AS MATERIALIZED (
+             -- One index probe per key (a lateral subquery cannot become a scan of the
+             -- table), whatever the table's size when the plan was cached.
+             SELECT x.owner_id, x.id FROM unnest($1::text[], $2::text[]) AS k(owner_id, idempotency_key)
+             CROSS JOIN LATERAL (
+                 SELECT x.owner_id, x.id FROM jobs x
+                 WHERE x.idempotency_key = k.idempotency_key AND x.owner_id = k.owner_id OFFSET 0
+             ) x
+             ORDER BY x.owner_id, x.id
+         ), locked AS (
+             -- Locking discipline: jobs in (owner, id) order (the nested loop keeps found's).
+             SELECT j.* FROM found f
+             CROSS JOIN LATERAL (
+                 SELECT {} FROM jobs j WHERE j.owner_id = f.owner_id AND j.id = f.id OFFSET 0 FOR UPDATE
+             ) j
+         ), replayed AS (
+             -- Event order: numbered after the job's last event. The numbers are read from
+             -- the statement's snapshot: if it waited on a job whose holder appended events,
+             -- they collide with those (job_events_pkey) and the statement fails whole.
+             INSERT INTO job_events (owner_id, job_id, seq, type, attempt_id, actor, data)
+             SELECT l.owner_id, l.id,
+                    COALESCE((SELECT max(x.seq) FROM job_events x WHERE x.owner_id = l.owner_id AND x.job_id = l.id), 0)
+                    + row_number() OVER (PARTITION BY l.owner_id, l.id ORDER BY r.ord),
+                    'job_replayed', NULL, r.actor, r.data
+             FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[])
+                      WITH ORDINALITY AS r(owner_id, idempotency_key, fingerprint, actor, data, ord)
+             JOIN locked l ON l.owner_id = r.owner_id AND l.idempotency_key = r.idempotency_key
+                          AND l.fingerprint = r.fingerprint
+         )
+         SELECT * FROM locked",
         JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
     )
 });
@@ -1336,8 +1417,8 @@ impl StoreTx for PgTx {
         .map(job_row)
         .collect::<StoreResult<Vec<_>>>()?;
         let attempts = sqlx::query(&format!(
-            "SELECT {} FROM unnest($1::uuid[]) AS x(id) JOIN attempts a ON a.id = x.id",
-            ATTEMPT_COLUMNS.split(", ").map(|c| format!("a.{}", c.trim())).collect::<Vec<_>>().join(", ")
+            "SELECT a.* FROM unnest($1::uuid[]) AS x(id)
+             CROSS JOIN LATERAL (SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.id = x.id OFFSET 0) a"
         ))
             .bind(attempt_ids)
             .fetch_all(&mut *self.tx)
@@ -1361,17 +1442,6 @@ impl StoreTx for PgTx {
         .fetch_optional(&mut *self.tx)
         .await?;
         row.as_ref().map(job_row).transpose()
-    }
-
-    async fn lock_jobs_by_keys(&mut self, keys: &[(String, String)]) -> StoreResult<Vec<JobRow>> {
-        let (owners, keys): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
-        // Locking discipline: jobs in (owner, id) order, so batches never wait in a cycle.
-        let rows = sqlx::query(&LOCK_JOBS_BY_KEYS_SQL)
-        .bind(&owners)
-        .bind(&keys)
-        .fetch_all(&mut *self.tx)
-        .await?;
-        rows.iter().map(job_row).collect()
     }
 
     async fn mark_job_running(&mut self, owner: &str, job_id: Uuid) -> StoreResult<bool> {

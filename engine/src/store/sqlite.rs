@@ -403,6 +403,10 @@ impl Store for SqliteStore {
         Ok(assemble_views(&self.pool, vec![job_row(&row)?]).await?.pop())
     }
 
+    async fn views_of(&self, jobs: Vec<JobRow>) -> StoreResult<Vec<JobView>> {
+        assemble_views(&self.pool, jobs).await
+    }
+
     async fn job_events(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<Vec<JobEvent>>> {
         let Some(owner) = self.job_owner(scope, job_id).await? else { return Ok(None) };
         let rows = sqlx::query(

@@ -3,7 +3,7 @@
 //! the domain's checks in front of it.
 
 use onceflow_engine::model::{ActivityStatus, AttemptStatus, JobStatus, Scope};
-use onceflow_engine::store::{AttemptLocation, LeaseExtension, Store};
+use onceflow_engine::store::{AttemptLocation, LeaseExtension, NewEvent, NewReplay, Store};
 use std::sync::Arc;
 use onceflow_engine::Engine;
 use onceflow_tests::{claim_one, llm_job, quick_options, rules, TestDb, ALICE};
@@ -113,5 +113,39 @@ rules! {
         engine.cancel_attempt("ops", attempt, "not wanted").await.unwrap();
         let tasks = onceflow_tests::claim(&engine, &Scope::AllOwners, "w", "primary-llm", 10).await;
         assert!(tasks.iter().all(|t| t.attempt_id != attempt));
+    }
+
+    async fn a_replay_that_waited_on_a_job_whose_holder_wrote_events_loses_whole(db) {
+        let engine = db.engine();
+        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let store = db.store();
+        // Another writer holds the job and appends to its history.
+        let mut holder = store.begin().await.unwrap();
+        let row = holder.lock_job(ALICE, job.id).await.unwrap().unwrap();
+        let event = NewEvent { owner_id: ALICE.into(), job_id: job.id, kind: "job_replayed", attempt_id: None, actor: "client:alice".into(), data: json!({}) };
+        holder.append_events(&[event]).await.unwrap();
+        let replay = NewReplay { owner_id: ALICE.into(), idempotency_key: "k".into(), fingerprint: row.fingerprint, actor: "client:alice".into(), data: json!({}) };
+        let replaying = tokio::spawn({
+            let store = store.clone();
+            async move { store.replay_now(&[replay]).await }
+        });
+        if db.backend() == onceflow_tests::Backend::Postgres {
+            // The replay waits on the job's lock.
+            while db.count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()").await == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        holder.commit().await.unwrap();
+        let replayed = replaying.await.unwrap();
+        if db.backend() == onceflow_tests::Backend::Postgres {
+            // Its numbers were read before the holder's event: it loses whole.
+            assert!(replayed.is_err(), "a replay numbered from a stale history must fail: {replayed:?}");
+        }
+        // Either way the history is numbered 1, 2, 3… and holds one event per writer that won.
+        let events = engine.job_events(&Scope::AllOwners, job.id).await.unwrap();
+        let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=events.len() as i64).collect::<Vec<_>>());
+        let replays = events.iter().filter(|e| e.kind == "job_replayed").count();
+        assert_eq!(replays, 1 + usize::from(replayed.is_ok()), "{events:?}");
     }
 }
