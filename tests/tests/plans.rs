@@ -87,6 +87,32 @@ async fn check_lookups_while_small(db: &TestDb) {
     }
 }
 
+/// The array lookups, called as the engine calls them (a few keys at a time), settle on
+/// one cached plan instead of being planned again on every call.
+async fn check_lookups_settle_on_a_cached_plan(db: &TestDb) {
+    let statements = [
+        ("replay", "text[], text[], text[], text[], text[], text[], jsonb[]", &*REPLAY_JOBS_SQL,
+         "ARRAY['alice'], ARRAY['nobody-has-this-key'], ARRAY['alice'], ARRAY['nobody-has-this-key'], ARRAY['f'], ARRAY['client:alice'], ARRAY['{}']::jsonb[]"),
+        ("lock", "uuid[]", &*LOCK_JOBS_OF_ATTEMPTS_SQL, "ARRAY[md5('t1')::uuid, md5('t2')::uuid]"),
+        ("acts", "text[], uuid[]", &*ACTIVITIES_OF_JOBS_SQL, "ARRAY['alice'], ARRAY[md5('j1')::uuid]"),
+        ("atts", "text[], uuid[]", &*ATTEMPTS_OF_ACTIVITIES_SQL, "ARRAY['alice', 'alice', 'alice'], ARRAY[md5('a1')::uuid, md5('a2')::uuid, md5('a3')::uuid]"),
+    ];
+    for (name, types, sql, args) in statements {
+        let mut conn = db.pg_connection().await.expect("PostgreSQL");
+        sqlx::query("SET plan_cache_mode = auto").execute(&mut conn).await.expect("plan_cache_mode");
+        sqlx::query(&format!("PREPARE {name}({types}) AS {sql}")).execute(&mut conn).await.unwrap_or_else(|e| panic!("prepare {name}: {e}"));
+        for _ in 0..8 {
+            sqlx::query(&format!("EXECUTE {name}({args})")).execute(&mut conn).await.unwrap_or_else(|e| panic!("execute {name}: {e}"));
+        }
+        let (generic, custom): (i64, i64) = sqlx::query_as("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1")
+            .bind(name)
+            .fetch_one(&mut conn)
+            .await
+            .expect("pg_prepared_statements");
+        assert!(generic >= 3, "{name}: planned again on every call ({generic} generic plans, {custom} custom of 8 calls)");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_queries_stay_on_partial_indexes_as_history_grows() {
     let db = TestDb::new(Backend::Postgres).await;
@@ -96,6 +122,7 @@ async fn hot_queries_stay_on_partial_indexes_as_history_grows() {
         engine.submit(ALICE, &format!("live-{i}"), &llm_job(json!({}), quick_options())).await.unwrap();
     }
     check_lookups_while_small(&db).await;
+    check_lookups_settle_on_a_cached_plan(&db).await;
     for sql in [
         format!("INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input, status, finished_at)
                  SELECT 'history', md5('j' || i)::uuid, 'h' || i, 'f', 'activity', 'generate', 'default', '{{}}', 'succeeded', now()

@@ -963,14 +963,13 @@ pub static COMMIT_ACTIVITY_JOB_RESULTS_SQL: LazyLock<String> = LazyLock::new(|| 
 });
 
 /// Completions in a batch: locks the jobs of the attempts `$1` (distinct ids) in
-/// (owner, id) order, each job once. Each id is looked up by index, one at a time (a
-/// lateral subquery cannot become a scan of the table), so the plan stays a nested loop
-/// over the ids whatever the tables' size or statistics when it was cached.
+/// (owner, id) order, each job once. Each id is looked up by index, one at a time (see
+/// ARRAY_LOOKUPS), whatever the tables' size or statistics when the plan was cached.
 pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH found AS MATERIALIZED (
-             SELECT DISTINCT a.owner_id, a.job_id FROM unnest($1::uuid[]) AS x(id)
-             CROSS JOIN LATERAL (SELECT a.owner_id, a.job_id FROM attempts a WHERE a.id = x.id OFFSET 0) a
+             SELECT DISTINCT a.owner_id, a.job_id FROM generate_subscripts($1::uuid[], 1) AS x(i)
+             CROSS JOIN LATERAL (SELECT a.owner_id, a.job_id FROM attempts a WHERE a.id = ($1::uuid[])[x.i] OFFSET 0) a
              ORDER BY a.owner_id, a.job_id
          )
          -- Locking discipline: jobs in (owner, id) order (the nested loop keeps found's).
@@ -982,14 +981,24 @@ pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Views: the activities of the jobs (owner `$1[i]`, job `$2[i]`), by job and position.
-/// One index probe per job (a lateral subquery cannot become a scan of the table),
-/// whatever the table's size when the plan was cached.
+// ARRAY_LOOKUPS: the statements below look rows up by arrays of keys the same way.
+// - One index probe per key, in a lateral subquery fenced by `OFFSET 0`: it cannot be
+//   turned into a hash join over a scan of the table, so a plan made while the table was
+//   small (and cached by PostgreSQL) stays right as the table grows.
+// - The keys are walked with `generate_subscripts`, whose row estimate does not depend on
+//   the array's length (`unnest`'s does): the plan for one call costs the same as the
+//   cached generic plan, so PostgreSQL settles on that plan after a few calls instead of
+//   planning again on every call (planning cost more than running them).
+// tests/plans.rs checks both on small and large tables.
+
+/// Views: the activities of the jobs (owner `$1[i]`, job `$2[i]`), by job and position;
+/// one index probe per job (see ARRAY_LOOKUPS).
 pub static ACTIVITIES_OF_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT a.* FROM unnest($1::text[], $2::uuid[]) AS k(owner_id, job_id)
+        "SELECT a.* FROM generate_subscripts($1::text[], 1) AS k(i)
          CROSS JOIN LATERAL (
-             SELECT {ACTIVITY_COLUMNS} FROM activities x WHERE x.job_id = k.job_id AND x.owner_id = k.owner_id OFFSET 0
+             SELECT {ACTIVITY_COLUMNS} FROM activities x
+             WHERE x.job_id = ($2::uuid[])[k.i] AND x.owner_id = ($1::text[])[k.i] OFFSET 0
          ) a
          ORDER BY a.job_id, a.seq"
     )
@@ -999,9 +1008,10 @@ pub static ACTIVITIES_OF_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
 /// and number; one index probe per activity, as [`ACTIVITIES_OF_JOBS_SQL`].
 pub static ATTEMPTS_OF_ACTIVITIES_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT t.* FROM unnest($1::text[], $2::uuid[]) AS k(owner_id, activity_id)
+        "SELECT t.* FROM generate_subscripts($1::text[], 1) AS k(i)
          CROSS JOIN LATERAL (
-             SELECT {ATTEMPT_COLUMNS} FROM attempts x WHERE x.owner_id = k.owner_id AND x.activity_id = k.activity_id OFFSET 0
+             SELECT {ATTEMPT_COLUMNS} FROM attempts x
+             WHERE x.owner_id = ($1::text[])[k.i] AND x.activity_id = ($2::uuid[])[k.i] OFFSET 0
          ) t
          ORDER BY t.activity_id, t.number"
     )
@@ -1014,12 +1024,11 @@ pub static ATTEMPTS_OF_ACTIVITIES_SQL: LazyLock<String> = LazyLock::new(|| {
 pub static REPLAY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH found AS MATERIALIZED (
-             -- One index probe per key (a lateral subquery cannot become a scan of the
-             -- table), whatever the table's size when the plan was cached.
-             SELECT x.owner_id, x.id FROM unnest($1::text[], $2::text[]) AS k(owner_id, idempotency_key)
+             -- One index probe per key (see ARRAY_LOOKUPS).
+             SELECT x.owner_id, x.id FROM generate_subscripts($1::text[], 1) AS k(i)
              CROSS JOIN LATERAL (
                  SELECT x.owner_id, x.id FROM jobs x
-                 WHERE x.idempotency_key = k.idempotency_key AND x.owner_id = k.owner_id OFFSET 0
+                 WHERE x.idempotency_key = ($2::text[])[k.i] AND x.owner_id = ($1::text[])[k.i] OFFSET 0
              ) x
              ORDER BY x.owner_id, x.id
          ), locked AS (
@@ -1035,12 +1044,11 @@ pub static REPLAY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
              INSERT INTO job_events (owner_id, job_id, seq, type, attempt_id, actor, data)
              SELECT l.owner_id, l.id,
                     COALESCE((SELECT max(x.seq) FROM job_events x WHERE x.owner_id = l.owner_id AND x.job_id = l.id), 0)
-                    + row_number() OVER (PARTITION BY l.owner_id, l.id ORDER BY r.ord),
-                    'job_replayed', NULL, r.actor, r.data
-             FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[])
-                      WITH ORDINALITY AS r(owner_id, idempotency_key, fingerprint, actor, data, ord)
-             JOIN locked l ON l.owner_id = r.owner_id AND l.idempotency_key = r.idempotency_key
-                          AND l.fingerprint = r.fingerprint
+                    + row_number() OVER (PARTITION BY l.owner_id, l.id ORDER BY r.i),
+                    'job_replayed', NULL, ($6::text[])[r.i], ($7::jsonb[])[r.i]
+             FROM generate_subscripts($3::text[], 1) AS r(i)
+             JOIN locked l ON l.owner_id = ($3::text[])[r.i] AND l.idempotency_key = ($4::text[])[r.i]
+                          AND l.fingerprint = ($5::text[])[r.i]
          )
          SELECT * FROM locked",
         JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
@@ -1417,8 +1425,8 @@ impl StoreTx for PgTx {
         .map(job_row)
         .collect::<StoreResult<Vec<_>>>()?;
         let attempts = sqlx::query(&format!(
-            "SELECT a.* FROM unnest($1::uuid[]) AS x(id)
-             CROSS JOIN LATERAL (SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.id = x.id OFFSET 0) a"
+            "SELECT a.* FROM generate_subscripts($1::uuid[], 1) AS x(i)
+             CROSS JOIN LATERAL (SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.id = ($1::uuid[])[x.i] OFFSET 0) a"
         ))
             .bind(attempt_ids)
             .fetch_all(&mut *self.tx)
