@@ -66,16 +66,18 @@ struct Batches {
     tokens: Arc<batch::Batcher<String, Option<crate::store::TokenRow>>>,
     /// Submissions of new activity jobs; `None` answers a taken key.
     submissions: Arc<batch::Batcher<submit::BatchedSubmission, submit::Batched>>,
-    /// The keys of the submission flushes in flight.
-    held_keys: submit::HeldKeys,
     /// Replays: submissions whose key a committed job holds.
     replays: Arc<batch::Batcher<submit::Replay, Result<submit::Created, EngineError>>>,
     /// Completions of attempts.
     completions: Arc<batch::Batcher<commit::BatchedCompletion, Result<crate::model::CompletionOutcome, EngineError>>>,
 }
 
-/// At most this many flushes of one kind run at once.
-const BATCH_FLUSHES_IN_FLIGHT: usize = 2;
+/// At most this many flushes of one kind run at once. One, as group commit does: calls
+/// that arrive while a flush runs all share the next one. Measured against two: dedup
+/// +10-45% (flushes twice the size, and a key's two copies far more often in one flush),
+/// e2e unchanged or better, an idle engine's latency unchanged. Engines on one database
+/// still flush side by side.
+const BATCH_FLUSHES_IN_FLIGHT: usize = 1;
 /// At most this many items go in one flush.
 const BATCH_MAX_ITEMS: usize = 64;
 
@@ -102,7 +104,6 @@ impl Batches {
                     None => Vec::new(),
                 }
             }),
-            held_keys: Default::default(),
             tokens: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("tokens")), move |hashes: Vec<String>| {
                 let store = tokens_store.clone();
                 async move {

@@ -1,10 +1,9 @@
 //! Submitting a job: the dedup insert (invariant 1).
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use serde_json::json;
-use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::batch::Settled;
@@ -103,35 +102,22 @@ impl Engine {
             tracing::info!(job_id = %inserted.id, owner, idempotency_key = key, "job created");
             Created::New(Box::new(created_view(inserted, vec![activity_view(activity, &attempt_row)])))
         };
-        // A key held by another flush in flight is waited for; a few times at most.
-        for _ in 0..3 {
-            let item = BatchedSubmission {
-                engine: self.clone(),
-                rows: NewActivityJob {
-                    job: rows.job.clone(),
-                    activity: activity.clone(),
-                    attempt: attempt.clone(),
-                    events: rows.events.pending.clone(),
-                },
-                who: who.to_owned(),
-            };
-            match self.batches.submissions.call(item).await {
-                Some(Batched::Created(inserted)) => return Ok(created(inserted.0, inserted.1)),
-                Some(Batched::Replayed(job)) => return Ok(Created::ReplayedView(job)),
-                Some(Batched::Reused(job_id)) => return Err(EngineError::IdempotencyKeyReused { job_id }),
-                Some(Batched::Taken) => return self.replay_taken(owner, key, fingerprint, who).await,
-                Some(Batched::Held(mut done)) => {
-                    // The flush that holds the key has ended: most likely its job holds
-                    // the key now, and this is its replay. If no job does (that flush
-                    // failed), submit again.
-                    let _ = done.changed().await;
-                    let replay = Replay { engine: self.clone(), owner: owner.to_owned(), key: key.to_owned(), fingerprint: fingerprint.to_owned(), who: who.to_owned() };
-                    if let Some(answer) = self.batches.replays.call(replay).await {
-                        return answer;
-                    }
-                }
-                None => break,
-            }
+        let item = BatchedSubmission {
+            engine: self.clone(),
+            rows: NewActivityJob {
+                job: rows.job.clone(),
+                activity: activity.clone(),
+                attempt: attempt.clone(),
+                events: rows.events.pending.clone(),
+            },
+            who: who.to_owned(),
+        };
+        match self.batches.submissions.call(item).await {
+            Some(Batched::Created(inserted)) => return Ok(created(inserted.0, inserted.1)),
+            Some(Batched::Replayed(job)) => return Ok(Created::ReplayedView(job)),
+            Some(Batched::Reused(job_id)) => return Err(EngineError::IdempotencyKeyReused { job_id }),
+            Some(Batched::Taken) => return self.replay_taken(owner, key, fingerprint, who).await,
+            None => {}
         }
         // Alone: one statement that inserts all of the job or (a taken key) nothing.
         match self.store.insert_activity_job_now(&rows.job, activity, attempt, &rows.events.pending).await? {
@@ -160,37 +146,21 @@ impl Engine {
     /// - a later submission of the same key in the same flush is that job's replay (its
     ///   `job_replayed` written by the same statement, after the job's first events) or,
     ///   with another request, [`Batched::Reused`];
-    /// - a submission whose key another flush in flight on this engine holds inserts
-    ///   nothing and is answered [`Batched::Held`] at once, so that it does not hold up
-    ///   this statement waiting on that flush's uncommitted row.
     ///
     /// `None` sends a submission down the single path (the statement failed).
     pub(crate) async fn submit_batch(&self, items: Vec<BatchedSubmission>) -> Settled<Batched> {
         let mut answers: Settled<Batched> = (0..items.len()).map(|_| None).collect();
-        let (ended, held) = watch::channel(());
         // Per key of this flush: the submission that inserts it, then its repeats.
         let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-        let mut mine: HashMap<(String, String), usize> = HashMap::new();
-        {
-            let Ok(mut keys) = self.batches.held_keys.lock() else { return answers };
-            for (i, item) in items.iter().enumerate() {
-                let key = (item.rows.job.owner_id.clone(), item.rows.job.idempotency_key.clone());
-                if let Some(&g) = mine.get(&key) {
-                    groups[g].1.push(i);
-                } else if let Some(other) = keys.get(&key) {
-                    answers[i] = Some(Batched::Held(other.clone()));
-                } else {
-                    keys.insert(key.clone(), held.clone());
-                    mine.insert(key, groups.len());
+        let mut first_of: HashMap<(&str, &str), usize> = HashMap::new();
+        for (i, item) in items.iter().enumerate() {
+            match first_of.entry((&item.rows.job.owner_id, &item.rows.job.idempotency_key)) {
+                Entry::Occupied(g) => groups[*g.get()].1.push(i),
+                Entry::Vacant(g) => {
+                    g.insert(groups.len());
                     groups.push((i, Vec::new()));
                 }
             }
-        }
-        // Whatever happens below (even a panic), the keys are given back, then the
-        // submissions waiting on them are woken.
-        let _release = HeldRelease { keys: &self.batches.held_keys, mine: mine.into_keys().collect(), _ended: ended };
-        if groups.is_empty() {
-            return answers;
         }
         let jobs: Vec<NewActivityJob> = groups
             .iter()
@@ -311,32 +281,6 @@ pub(crate) enum Batched {
     Reused(Uuid),
     /// A committed job holds the key.
     Taken,
-    /// Another flush in flight holds the key; this changes when it has ended.
-    Held(watch::Receiver<()>),
-}
-
-/// The keys of the submission flushes in flight on this engine, each with what changes
-/// when its flush has ended.
-pub(crate) type HeldKeys = Mutex<HashMap<(String, String), watch::Receiver<()>>>;
-
-/// Gives a flush's keys back when dropped, then (dropping the sender) wakes the
-/// submissions that wait on them.
-struct HeldRelease<'a> {
-    keys: &'a HeldKeys,
-    mine: Vec<(String, String)>,
-    _ended: watch::Sender<()>,
-}
-
-impl Drop for HeldRelease<'_> {
-    fn drop(&mut self) {
-        let mut keys = match self.keys.lock() {
-            Ok(keys) => keys,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        for key in &self.mine {
-            keys.remove(key);
-        }
-    }
 }
 
 /// A submission whose key a committed job holds, waiting to be judged with others.
