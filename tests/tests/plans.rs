@@ -69,6 +69,8 @@ async fn check_plans(db: &TestDb, when: &str) {
 async fn check_lookups_while_small(db: &TestDb) {
     for mode in ["force_generic_plan", "force_custom_plan"] {
         let plans = [
+            ("claim", "attempts_dispatch", plan(db, mode, "claim", "text, text, text[], text[], bigint, text", &CLAIM_ATTEMPTS_SQL,
+                "'default', NULL, ARRAY['generate'], ARRAY['primary-llm'], 16, 'w'").await),
             ("replay_lock", "jobs_one_per_idempotency_key", plan(db, mode, "replay", "text[], text[], text[], text[], text[], text[], jsonb[]", &REPLAY_JOBS_SQL,
                 "ARRAY['alice', 'alice'], ARRAY['live-1', 'live-2'], ARRAY['alice'], ARRAY['live-1'], ARRAY['f'], ARRAY['client:alice'], ARRAY['{}']::jsonb[]").await),
             ("completion_lock", "attempts_id_unique", plan(db, mode, "lock", "uuid[]", &LOCK_JOBS_OF_ATTEMPTS_SQL,
@@ -91,6 +93,8 @@ async fn check_lookups_while_small(db: &TestDb) {
 /// one cached plan instead of being planned again on every call.
 async fn check_lookups_settle_on_a_cached_plan(db: &TestDb) {
     let statements = [
+        ("claim", "text, text, text[], text[], bigint, text", &*CLAIM_ATTEMPTS_SQL,
+         "'no-such-queue', NULL, ARRAY['generate'], ARRAY['primary-llm'], 16, 'w'"),
         ("replay", "text[], text[], text[], text[], text[], text[], jsonb[]", &*REPLAY_JOBS_SQL,
          "ARRAY['alice'], ARRAY['nobody-has-this-key'], ARRAY['alice'], ARRAY['nobody-has-this-key'], ARRAY['f'], ARRAY['client:alice'], ARRAY['{}']::jsonb[]"),
         ("lock", "uuid[]", &*LOCK_JOBS_OF_ATTEMPTS_SQL, "ARRAY[md5('t1')::uuid, md5('t2')::uuid]"),

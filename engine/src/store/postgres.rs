@@ -833,17 +833,20 @@ impl Store for PgStore {
 
 /// Dispatch: hands out scheduled attempts (`$1` queue, `$2` owner or NULL, `$3`/`$4` activity and provider arrays, `$5` limit, `$6` worker).
 pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
+    // Every row is reached by an index range or probe, or by the ctid of a row this
+    // statement locked, whatever the tables' size when the plan was cached (see
+    // ARRAY_LOOKUPS): PostgreSQL keeps one plan for it.
     format!(
             "WITH candidates AS (
                  -- Per registered (activity, provider): an index range in dispatch order
                  -- that stops at the limit, whatever the backlog.
-                 SELECT c.owner_id, c.id, c.job_id, c.available_at, c.row_ctid
-                 FROM unnest($3::text[], $4::text[]) AS pair(activity, provider)
+                 SELECT c.owner_id, c.id, c.job_id, c.activity_id, c.available_at, c.row_ctid
+                 FROM generate_subscripts($3::text[], 1) AS pair(i)
                  CROSS JOIN LATERAL (
-                     SELECT a.owner_id, a.id, a.job_id, a.available_at, a.ctid AS row_ctid
+                     SELECT a.owner_id, a.id, a.job_id, a.activity_id, a.available_at, a.ctid AS row_ctid
                      FROM attempts a
                      WHERE a.status = 'scheduled' AND a.task_queue = $1
-                       AND a.activity = pair.activity AND a.provider = pair.provider
+                       AND a.activity = ($3::text[])[pair.i] AND a.provider = ($4::text[])[pair.i]
                        AND a.available_at <= now()
                        AND ($2::text IS NULL OR a.owner_id = $2)
                      ORDER BY a.available_at, a.id
@@ -854,12 +857,15 @@ pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
              -- Their jobs, without waiting: an attempt whose job another transaction
              -- holds is left for the next claim (lock order stays job-safe, no waits).
              locked_jobs AS (
-                 SELECT j.owner_id, j.id FROM candidates c
-                 JOIN jobs j ON j.owner_id = c.owner_id AND j.id = c.job_id
-                 FOR UPDATE OF j SKIP LOCKED
+                 SELECT j.owner_id, j.id, j.row_ctid FROM (SELECT DISTINCT owner_id, job_id FROM candidates) c
+                 CROSS JOIN LATERAL (
+                     SELECT j.owner_id, j.id, j.ctid AS row_ctid FROM jobs j
+                     WHERE j.owner_id = c.owner_id AND j.id = c.job_id OFFSET 0
+                     FOR UPDATE SKIP LOCKED
+                 ) j
              ),
              picked AS (
-                 SELECT c.owner_id, c.id, c.row_ctid FROM candidates c
+                 SELECT c.owner_id, c.id, c.activity_id, c.row_ctid FROM candidates c
                  JOIN locked_jobs l ON l.owner_id = c.owner_id AND l.id = c.job_id
                  ORDER BY c.available_at, c.id
                  LIMIT $5
@@ -871,23 +877,31 @@ pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
                      lease_expires_at = LEAST(
                          now() + make_interval(secs => (act.options->>'heartbeat_timeout_s')::float8),
                          now() + make_interval(secs => (act.options->>'start_to_close_timeout_s')::float8))
-                 FROM picked p, activities act
+                 FROM picked p
+                 -- The attempt's activity, locked (its job is held, so nobody waits) so
+                 -- that it is read as it is now and its ctid holds.
+                 CROSS JOIN LATERAL (
+                     SELECT x.ctid AS act_ctid, x.version, x.options, x.seq, x.input FROM activities x
+                     WHERE x.owner_id = p.owner_id AND x.id = p.activity_id OFFSET 0
+                     FOR UPDATE
+                 ) act
                  -- The rows are locked by this statement, so their ctid holds: a direct hit,
                  -- whatever the statistics say.
                  WHERE t.ctid = p.row_ctid AND t.owner_id = p.owner_id AND t.id = p.id AND t.status = 'scheduled'
-                   AND act.owner_id = t.owner_id AND act.id = t.activity_id
                  RETURNING {}, act.seq AS activity_seq, act.input AS activity_input,
-                           act.options AS activity_options
+                           act.options AS activity_options, act.act_ctid
              ),
              -- Activity status: scheduled → running with its attempt.
              running_activities AS (
                  UPDATE activities a SET status = 'running', updated_at = now()
-                 FROM started s WHERE a.owner_id = s.owner_id AND a.id = s.activity_id AND a.status = 'scheduled'
+                 FROM started s
+                 WHERE a.ctid = s.act_ctid AND a.owner_id = s.owner_id AND a.id = s.activity_id AND a.status = 'scheduled'
              ),
              -- Job status: queued → running with its first attempt.
              running_jobs AS (
                  UPDATE jobs j SET status = 'running', updated_at = now()
-                 FROM started s WHERE j.owner_id = s.owner_id AND j.id = s.job_id AND j.status = 'queued'
+                 FROM started s JOIN locked_jobs l ON l.owner_id = s.owner_id AND l.id = s.job_id
+                 WHERE j.ctid = l.row_ctid AND j.owner_id = s.owner_id AND j.id = s.job_id AND j.status = 'queued'
              )
              SELECT * FROM started",
             ATTEMPT_COLUMNS
@@ -2004,10 +2018,7 @@ impl StoreTx for PgTx {
             filter.providers.iter().cloned().unzip();
         // Dispatch: SKIP LOCKED hands each scheduled attempt to one worker only; the job
         // row is locked with it (lock order: job before its attempts).
-        // Planned for its actual arguments every time (an unnamed statement): a cached
-        // generic plan cannot see that each (activity, provider) range stops at the limit.
         let rows = sqlx::query(&CLAIM_ATTEMPTS_SQL)
-        .persistent(false)
         .bind(&filter.task_queue)
         .bind(filter.scope.owner())
         .bind(&activities)
