@@ -9,7 +9,7 @@ use onceflow_engine::store::postgres::{
     CLAIM_ATTEMPTS_SQL, CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DUE_TIMERS_SQL, EXPIRED_LEASES_SQL,
     ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL, OVERDUE_SCHEDULED_SQL, REPLAY_JOBS_SQL,
 };
-use onceflow_tests::{llm_job, quick_options, Backend, TestDb, ALICE};
+use onceflow_tests::{claim_one, llm_job, owner, quick_options, result_of, Backend, TestDb, ALICE};
 use serde_json::json;
 
 const HISTORY: u32 = 100_000;
@@ -52,6 +52,7 @@ async fn check_plans(db: &TestDb, when: &str) {
         let find = |name: &str| &plans.iter().find(|(n, _)| *n == name).expect("explained").1;
         for (name, index) in [
             ("claim", "attempts_dispatch"),
+            ("workflow_claim", "jobs_workflow_dispatch"),
             ("completion_lock", "attempts_id_unique"),
             ("replay_lock", "jobs_one_per_idempotency_key"),
             ("reaper", "attempts_lease_expiry"),
@@ -146,4 +147,25 @@ async fn hot_queries_stay_on_partial_indexes_as_history_grows() {
     check_plans(&db, "never analyzed").await;
     db.execute("ANALYZE").await.expect("ANALYZE");
     check_plans(&db, "analyzed").await;
+}
+
+/// An activity job's row moves queued → running → succeeded by heap-only updates: no
+/// index of `jobs` names a column those moves change, so they write no index entry
+/// (seen in the primary key's one leaf page, which keeps one entry per row version that
+/// is not heap-only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn activity_job_claim_and_completion_add_no_job_index_entries() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let engine = db.engine();
+    db.execute("CREATE EXTENSION IF NOT EXISTS pageinspect").await.expect("pageinspect (PostgreSQL contrib)");
+    let entries = || db.count("SELECT count(*) FROM bt_page_items('jobs_pkey', 1)");
+    let created = engine.submit(ALICE, "hot", &llm_job(json!({}), quick_options())).await.expect("submitted");
+    assert_eq!(entries().await, 1, "one job, one entry");
+    let task = claim_one(&engine, "primary-llm").await;
+    assert_eq!(task.job_id, created.job.id);
+    assert_eq!(db.strings("SELECT status FROM jobs").await, ["running"]);
+    assert_eq!(entries().await, 1, "the claim's update of the job wrote an index entry");
+    engine.complete(&owner(ALICE), task.attempt_id, &result_of(&task, json!({"text": "done"}))).await.expect("completed");
+    assert_eq!(db.strings("SELECT status FROM jobs").await, ["succeeded"]);
+    assert_eq!(entries().await, 1, "the winning result's update of the job wrote an index entry");
 }

@@ -917,7 +917,8 @@ pub static CLAIM_WORKFLOW_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
             "WITH picked AS (
                  SELECT owner_id, id FROM jobs
-                 WHERE kind = 'workflow' AND status IN ('queued', 'running') AND NOT wf_parked
+                 -- wf_open: the partial index's predicate (see the hot_job_updates migration).
+                 WHERE wf_open AND status IN ('queued', 'running')
                    AND task_queue = $1 AND workflow = ANY($2)
                    AND ($3::text IS NULL OR owner_id = $3)
                    AND ((wf_ready AND wf_lease_token IS NULL) OR wf_lease_expires_at < now())
