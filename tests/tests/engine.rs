@@ -4,6 +4,7 @@
 mod engine {
     mod batching;
     mod cancellation;
+    mod connections;
     mod commit;
     mod dedup;
     mod dispatch;

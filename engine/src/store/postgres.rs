@@ -88,17 +88,35 @@ impl WorkBell {
     }
 }
 
+/// A pooled connection idle this long is pinged before use. One in steady use is not:
+/// if the server went away since, its statement fails like any statement that meets a
+/// dropped connection, and the connection is discarded.
+pub const PING_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl PgStore {
     /// Wraps an existing pool.
     pub fn new(pool: PgPool) -> Self {
         PgStore { bell: WorkBell::new(pool.clone()), pool }
     }
 
-    /// Connects to `url` with a pool of at most `max_connections`.
+    /// Connects to `url` with a pool of at most `max_connections`. A connection that sat
+    /// idle for [`PING_AFTER_IDLE`] or more is checked (and replaced if the server hung
+    /// up) before it is handed out; one in steady use is handed out as it is.
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(std::time::Duration::from_secs(10))
+            // The default pings every connection on every acquire: a round trip before
+            // each statement or transaction of the hot path.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_AFTER_IDLE {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect(url)
             .await?;
         Ok(PgStore::new(pool))
