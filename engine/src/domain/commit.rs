@@ -10,7 +10,7 @@ use super::batch::Settled;
 use super::{actor, retry_transient, ClaimRequest, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityTask, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, Scope};
-use crate::store::{AttemptRow, ClaimFilter, JobRow, StoreTx, WinningResult};
+use crate::store::{AttemptRow, ClaimFilter, JobRow, LockedAttempt, StoreTx, WinningResult};
 
 /// A worker's report of how an attempt ended.
 #[derive(Debug, Clone)]
@@ -184,7 +184,11 @@ impl Engine {
         ids.dedup();
         let mut tx = self.begin().await?;
         let locked = tx.lock_jobs_of_attempts(&ids).await?;
+        // The contracts came with the attempts: judging reads none.
         let mut contracts = ContractMemo::default();
+        for l in &locked {
+            contracts.know(&l.job.owner_id, &l.attempt.activity, l.contract.clone());
+        }
         let mut seen_attempts = HashSet::new();
         let mut seen_jobs = HashSet::new();
         let mut all_events = Vec::new();
@@ -196,7 +200,7 @@ impl Engine {
                 answers.push(None);
                 continue;
             }
-            let Some((job, attempt)) = locked.iter().find(|(_, a)| a.id == item.attempt_id) else {
+            let Some(LockedAttempt { job, attempt, .. }) = locked.iter().find(|l| l.attempt.id == item.attempt_id) else {
                 answers.push(Some(Err(EngineError::NotFound)));
                 continue;
             };
@@ -438,6 +442,11 @@ pub(crate) struct BatchedCompletion {
 struct ContractMemo(HashMap<(String, String), Option<Contract>>);
 
 impl ContractMemo {
+    /// Records the current contract of `activity` for `owner`, read with its attempt.
+    fn know(&mut self, owner: &str, activity: &str, contract: Option<Contract>) {
+        self.0.insert((owner.to_owned(), activity.to_owned()), contract);
+    }
+
     async fn current(&mut self, tx: &mut dyn StoreTx, owner: &str, activity: &str) -> Result<Option<Contract>, EngineError> {
         let key = (owner.to_owned(), activity.to_owned());
         if let Some(contract) = self.0.get(&key) {

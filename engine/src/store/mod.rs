@@ -338,6 +338,18 @@ pub struct ClaimedAttempt {
     pub options: ActivityOptions,
 }
 
+/// An attempt whose job a transaction holds, as [`StoreTx::lock_jobs_of_attempts`]
+/// returns it.
+#[derive(Debug, Clone)]
+pub struct LockedAttempt {
+    /// The job, locked.
+    pub job: JobRow,
+    /// The attempt, read once its job was locked.
+    pub attempt: AttemptRow,
+    /// The current output contract of the attempt's activity for the job's owner.
+    pub contract: Option<Contract>,
+}
+
 /// Where an attempt lives.
 #[derive(Debug, Clone)]
 pub struct AttemptLocation {
@@ -693,16 +705,21 @@ pub trait StoreTx: Send {
     async fn lock_job_of_attempt(&mut self, scope: &Scope, attempt_id: Uuid) -> StoreResult<Option<JobRow>>;
 
     /// Locks the jobs of these attempts (of any owner) and returns each attempt, read
-    /// after its job's lock was taken, with its job. Locks are taken in one order
-    /// (owner, job id), so two such calls never wait on each other in a cycle. Attempts
-    /// that do not exist are left out.
-    async fn lock_jobs_of_attempts(&mut self, attempt_ids: &[Uuid]) -> StoreResult<Vec<(JobRow, AttemptRow)>> {
-        let mut locked = Vec::with_capacity(attempt_ids.len());
+    /// after its job's lock was taken, with its job and the current output contract of
+    /// its activity for the job's owner (as [`StoreTx::current_contract`] reads it).
+    /// Locks are taken in one order (owner, job id), so two such calls never wait on
+    /// each other in a cycle. Attempts that do not exist are left out.
+    async fn lock_jobs_of_attempts(&mut self, attempt_ids: &[Uuid]) -> StoreResult<Vec<LockedAttempt>> {
+        let mut locked: Vec<LockedAttempt> = Vec::with_capacity(attempt_ids.len());
         for &id in attempt_ids {
             let Some(job) = self.lock_job_of_attempt(&Scope::AllOwners, id).await? else { continue };
-            if let Some(attempt) = self.attempt(&job.owner_id, id).await? {
-                locked.push((job, attempt));
-            }
+            let Some(attempt) = self.attempt(&job.owner_id, id).await? else { continue };
+            let known = locked.iter().find(|l| l.job.owner_id == job.owner_id && l.attempt.activity == attempt.activity);
+            let contract = match known {
+                Some(l) => l.contract.clone(),
+                None => self.current_contract(&job.owner_id, &attempt.activity).await?,
+            };
+            locked.push(LockedAttempt { job, attempt, contract });
         }
         Ok(locked)
     }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ScheduleRow, Store,
+    LeaseExtension, LockedAttempt, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ScheduleRow, Store,
     StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
@@ -140,6 +140,8 @@ const ATTEMPT_COLUMNS: &str = "owner_id, id, activity_id, job_id, number, activi
      started_at, unknown_at, finished_at, error, completion_outcome, cancelled_by, cancel_reason, \
      created_at";
 
+const CONTRACT_COLUMNS: &str = "owner_id, activity, contract_hash, output_schema";
+
 const SCHEDULE_COLUMNS: &str = "owner_id, name, cron, timezone, job, overlap, catchup_window_s, paused, \
      next_fire_at, last_fired_at, last_job_id, fired_count, skipped_overlap_count, skipped_too_old_count, \
      version, created_at, updated_at";
@@ -174,103 +176,146 @@ fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("unknown {what} `{value}`"))
 }
 
-fn json_error(row: &PgRow, column: &str) -> StoreResult<Option<ErrorInfo>> {
-    let value: Option<Value> = row.try_get(column)?;
-    value
-        .map(|v| serde_json::from_value(v).map_err(|e| StoreError::Corrupt(format!("{column}: {e}"))))
-        .transpose()
+/// One table's columns in a row: under `prefix` when a statement returns the rows of
+/// several tables side by side (see [`prefixed`]), else under their own names.
+#[derive(Clone, Copy)]
+struct Cols<'r> {
+    row: &'r PgRow,
+    prefix: &'static str,
+}
+
+impl<'r> Cols<'r> {
+    fn of(row: &'r PgRow) -> Self {
+        Cols { row, prefix: "" }
+    }
+
+    fn get<T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>>(&self, column: &str) -> Result<T, sqlx::Error> {
+        match self.prefix {
+            "" => self.row.try_get(column),
+            prefix => self.row.try_get(format!("{prefix}{column}").as_str()),
+        }
+    }
+
+    fn json_error(&self, column: &str) -> StoreResult<Option<ErrorInfo>> {
+        let value: Option<Value> = self.get(column)?;
+        value
+            .map(|v| serde_json::from_value(v).map_err(|e| StoreError::Corrupt(format!("{column}: {e}"))))
+            .transpose()
+    }
+}
+
+/// `columns` of the table aliased `alias`, each renamed `{prefix}{column}` (read back
+/// with [`Cols`] under that prefix).
+fn prefixed(columns: &str, alias: &str, prefix: &str) -> String {
+    columns.split(',').map(|c| format!("{alias}.{c} AS {prefix}{c}", c = c.trim())).collect::<Vec<_>>().join(", ")
 }
 
 fn job_row(row: &PgRow) -> StoreResult<JobRow> {
-    let kind: String = row.try_get("kind")?;
-    let status: String = row.try_get("status")?;
+    job_row_in(Cols::of(row))
+}
+
+fn job_row_in(row: Cols) -> StoreResult<JobRow> {
+    let kind: String = row.get("kind")?;
+    let status: String = row.get("status")?;
     Ok(JobRow {
-        owner_id: row.try_get("owner_id")?,
-        id: row.try_get("id")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        fingerprint: row.try_get("fingerprint")?,
+        owner_id: row.get("owner_id")?,
+        id: row.get("id")?,
+        idempotency_key: row.get("idempotency_key")?,
+        fingerprint: row.get("fingerprint")?,
         kind: JobKind::parse(&kind).ok_or_else(|| corrupt("job kind", &kind))?,
-        workflow: row.try_get("workflow")?,
-        activity: row.try_get("activity")?,
-        task_queue: row.try_get("task_queue")?,
-        input: row.try_get("input")?,
+        workflow: row.get("workflow")?,
+        activity: row.get("activity")?,
+        task_queue: row.get("task_queue")?,
+        input: row.get("input")?,
         status: JobStatus::parse(&status).ok_or_else(|| corrupt("job status", &status))?,
-        version: row.try_get("version")?,
-        result: row.try_get("result")?,
-        error: json_error(row, "error")?,
-        completed_by: row.try_get("completed_by")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-        finished_at: row.try_get("finished_at")?,
-        wf_ready: row.try_get("wf_ready")?,
-        wf_lease_token: row.try_get("wf_lease_token")?,
-        wf_parked: row.try_get("wf_parked")?,
+        version: row.get("version")?,
+        result: row.get("result")?,
+        error: row.json_error("error")?,
+        completed_by: row.get("completed_by")?,
+        created_at: row.get("created_at")?,
+        updated_at: row.get("updated_at")?,
+        finished_at: row.get("finished_at")?,
+        wf_ready: row.get("wf_ready")?,
+        wf_lease_token: row.get("wf_lease_token")?,
+        wf_parked: row.get("wf_parked")?,
     })
 }
 
 fn activity_row(row: &PgRow) -> StoreResult<ActivityRow> {
-    let status: String = row.try_get("status")?;
-    let options: Value = row.try_get("options")?;
+    activity_row_in(Cols::of(row))
+}
+
+fn activity_row_in(row: Cols) -> StoreResult<ActivityRow> {
+    let status: String = row.get("status")?;
+    let options: Value = row.get("options")?;
     Ok(ActivityRow {
-        owner_id: row.try_get("owner_id")?,
-        id: row.try_get("id")?,
-        job_id: row.try_get("job_id")?,
-        seq: row.try_get("seq")?,
-        name: row.try_get("name")?,
-        providers: row.try_get("providers")?,
+        owner_id: row.get("owner_id")?,
+        id: row.get("id")?,
+        job_id: row.get("job_id")?,
+        seq: row.get("seq")?,
+        name: row.get("name")?,
+        providers: row.get("providers")?,
         options: serde_json::from_value(options)
             .map_err(|e| StoreError::Corrupt(format!("activity options: {e}")))?,
-        task_queue: row.try_get("task_queue")?,
-        input: row.try_get("input")?,
+        task_queue: row.get("task_queue")?,
+        input: row.get("input")?,
         status: ActivityStatus::parse(&status).ok_or_else(|| corrupt("activity status", &status))?,
-        version: row.try_get("version")?,
-        completed_by: row.try_get("completed_by")?,
-        result: row.try_get("result")?,
-        error: json_error(row, "error")?,
-        finished_at: row.try_get("finished_at")?,
+        version: row.get("version")?,
+        completed_by: row.get("completed_by")?,
+        result: row.get("result")?,
+        error: row.json_error("error")?,
+        finished_at: row.get("finished_at")?,
     })
 }
 
 fn attempt_row(row: &PgRow) -> StoreResult<AttemptRow> {
-    let status: String = row.try_get("status")?;
-    let outcome: Option<String> = row.try_get("completion_outcome")?;
+    attempt_row_in(Cols::of(row))
+}
+
+fn attempt_row_in(row: Cols) -> StoreResult<AttemptRow> {
+    let status: String = row.get("status")?;
+    let outcome: Option<String> = row.get("completion_outcome")?;
     Ok(AttemptRow {
-        owner_id: row.try_get("owner_id")?,
-        id: row.try_get("id")?,
-        activity_id: row.try_get("activity_id")?,
-        job_id: row.try_get("job_id")?,
-        number: row.try_get("number")?,
-        activity: row.try_get("activity")?,
-        task_queue: row.try_get("task_queue")?,
-        provider: row.try_get("provider")?,
+        owner_id: row.get("owner_id")?,
+        id: row.get("id")?,
+        activity_id: row.get("activity_id")?,
+        job_id: row.get("job_id")?,
+        number: row.get("number")?,
+        activity: row.get("activity")?,
+        task_queue: row.get("task_queue")?,
+        provider: row.get("provider")?,
         status: AttemptStatus::parse(&status).ok_or_else(|| corrupt("attempt status", &status))?,
-        worker_id: row.try_get("worker_id")?,
-        lease_token: row.try_get("lease_token")?,
-        lease_expires_at: row.try_get("lease_expires_at")?,
-        read_version: row.try_get("read_version")?,
-        heartbeat_at: row.try_get("heartbeat_at")?,
-        started_at: row.try_get("started_at")?,
-        unknown_at: row.try_get("unknown_at")?,
-        finished_at: row.try_get("finished_at")?,
-        error: json_error(row, "error")?,
+        worker_id: row.get("worker_id")?,
+        lease_token: row.get("lease_token")?,
+        lease_expires_at: row.get("lease_expires_at")?,
+        read_version: row.get("read_version")?,
+        heartbeat_at: row.get("heartbeat_at")?,
+        started_at: row.get("started_at")?,
+        unknown_at: row.get("unknown_at")?,
+        finished_at: row.get("finished_at")?,
+        error: row.json_error("error")?,
         completion_outcome: match outcome {
             None => None,
             Some(o) => Some(
                 CompletionOutcome::parse(&o).ok_or_else(|| corrupt("completion outcome", &o))?,
             ),
         },
-        cancelled_by: row.try_get("cancelled_by")?,
-        cancel_reason: row.try_get("cancel_reason")?,
-        created_at: row.try_get("created_at")?,
+        cancelled_by: row.get("cancelled_by")?,
+        cancel_reason: row.get("cancel_reason")?,
+        created_at: row.get("created_at")?,
     })
 }
 
 fn contract_row(row: &PgRow) -> StoreResult<Contract> {
+    contract_row_in(Cols::of(row))
+}
+
+fn contract_row_in(row: Cols) -> StoreResult<Contract> {
     Ok(Contract {
-        owner: row.try_get("owner_id")?,
-        activity: row.try_get("activity")?,
-        contract_hash: row.try_get("contract_hash")?,
-        output_schema: row.try_get("output_schema")?,
+        owner: row.get("owner_id")?,
+        activity: row.get("activity")?,
+        contract_hash: row.get("contract_hash")?,
+        output_schema: row.get("output_schema")?,
     })
 }
 
@@ -1001,16 +1046,37 @@ pub static COMMIT_ACTIVITY_JOB_RESULTS_SQL: LazyLock<String> = LazyLock::new(|| 
 pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH found AS MATERIALIZED (
-             SELECT DISTINCT a.owner_id, a.job_id FROM generate_subscripts($1::uuid[], 1) AS x(i)
-             CROSS JOIN LATERAL (SELECT a.owner_id, a.job_id FROM attempts a WHERE a.id = ($1::uuid[])[x.i] OFFSET 0) a
+             SELECT a.owner_id, a.job_id, array_agg(a.id) AS attempt_ids
+             FROM generate_subscripts($1::uuid[], 1) AS x(i)
+             CROSS JOIN LATERAL (SELECT a.owner_id, a.job_id, a.id FROM attempts a WHERE a.id = ($1::uuid[])[x.i] OFFSET 0) a
+             GROUP BY a.owner_id, a.job_id
              ORDER BY a.owner_id, a.job_id
+         ), locked AS MATERIALIZED (
+             -- Locking discipline: jobs in (owner, id) order (the nested loop keeps found's).
+             SELECT j.*, f.attempt_ids FROM found f
+             CROSS JOIN LATERAL (
+                 SELECT {jobs} FROM jobs j WHERE j.owner_id = f.owner_id AND j.id = f.job_id OFFSET 0 FOR UPDATE
+             ) j
          )
-         -- Locking discipline: jobs in (owner, id) order (the nested loop keeps found's).
-         SELECT j.* FROM found f
+         SELECT {job_columns}, {contract_columns}, t.*
+         FROM locked l
+         CROSS JOIN LATERAL unnest(l.attempt_ids) AS u(id)
+         -- Lock order: each attempt after its job. Locked, so read as it is now (after
+         -- any wait for its job), not as the statement's snapshot saw it.
          CROSS JOIN LATERAL (
-             SELECT {} FROM jobs j WHERE j.owner_id = f.owner_id AND j.id = f.job_id OFFSET 0 FOR UPDATE
-         ) j",
-        JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
+             SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.id = u.id AND a.owner_id = l.owner_id OFFSET 0 FOR UPDATE
+         ) t
+         -- The current output contract (the owner's own, else the platform's), so that
+         -- judging the results needs no statement of its own.
+         LEFT JOIN LATERAL (
+             SELECT c.owner_id, c.activity, c.contract_hash, c.output_schema FROM contracts c
+             WHERE c.owner_id IN (l.owner_id, '*') AND c.activity = t.activity
+             ORDER BY (c.owner_id = l.owner_id) DESC, c.registered_at DESC
+             LIMIT 1
+         ) c ON true",
+        jobs = JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", "),
+        job_columns = prefixed(JOB_COLUMNS, "l", "j_"),
+        contract_columns = prefixed(CONTRACT_COLUMNS, "c", "c_"),
     )
 });
 
@@ -1447,31 +1513,20 @@ impl StoreTx for PgTx {
         row.as_ref().map(job_row).transpose()
     }
 
-    async fn lock_jobs_of_attempts(&mut self, attempt_ids: &[Uuid]) -> StoreResult<Vec<(JobRow, AttemptRow)>> {
+    async fn lock_jobs_of_attempts(&mut self, attempt_ids: &[Uuid]) -> StoreResult<Vec<LockedAttempt>> {
         // Locking discipline: the jobs first, in (owner, id) order, so that batches never
-        // wait on each other in a cycle; the attempts are read once their jobs are held.
-        let jobs = sqlx::query(&LOCK_JOBS_OF_ATTEMPTS_SQL)
-        .bind(attempt_ids)
-        .fetch_all(&mut *self.tx)
-        .await?
-        .iter()
-        .map(job_row)
-        .collect::<StoreResult<Vec<_>>>()?;
-        let attempts = sqlx::query(&format!(
-            "SELECT a.* FROM generate_subscripts($1::uuid[], 1) AS x(i)
-             CROSS JOIN LATERAL (SELECT {ATTEMPT_COLUMNS} FROM attempts a WHERE a.id = ($1::uuid[])[x.i] OFFSET 0) a"
-        ))
-            .bind(attempt_ids)
-            .fetch_all(&mut *self.tx)
-            .await?;
-        let mut locked = Vec::with_capacity(attempts.len());
-        for row in &attempts {
-            let attempt = attempt_row(row)?;
-            if let Some(job) = jobs.iter().find(|j| j.owner_id == attempt.owner_id && j.id == attempt.job_id) {
-                locked.push((job.clone(), attempt));
-            }
-        }
-        Ok(locked)
+        // wait on each other in a cycle; each attempt is read once its job is held.
+        let rows = sqlx::query(&LOCK_JOBS_OF_ATTEMPTS_SQL).bind(attempt_ids).fetch_all(&mut *self.tx).await?;
+        rows.iter()
+            .map(|row| {
+                let contract: Option<String> = row.try_get("c_contract_hash")?;
+                Ok(LockedAttempt {
+                    job: job_row_in(Cols { row, prefix: "j_" })?,
+                    attempt: attempt_row(row)?,
+                    contract: contract.map(|_| contract_row_in(Cols { row, prefix: "c_" })).transpose()?,
+                })
+            })
+            .collect()
     }
 
     async fn lock_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobRow>> {

@@ -210,8 +210,8 @@ rules! {
         let locked = tx.lock_jobs_of_attempts(&ids).await.unwrap();
         assert_eq!(locked.len(), 3, "every attempt is found with its job");
         let win = |t: &onceflow_engine::model::ActivityTask| {
-            let (job, attempt) = locked.iter().find(|(_, a)| a.id == t.attempt_id).expect("locked");
-            WinningResult::of(job, attempt, &json!({ "text": "ok" }))
+            let l = locked.iter().find(|l| l.attempt.id == t.attempt_id).expect("locked");
+            WinningResult::of(&l.job, &l.attempt, &json!({ "text": "ok" }))
         };
         let fresh = win(&tasks[0]);
         let stale_activity = WinningResult { read_version: 7, ..win(&tasks[1]) };
@@ -232,6 +232,64 @@ rules! {
         let again = WinningResult { attempt_id: Uuid::now_v7(), read_version: 1, ..win(&tasks[0]) };
         assert_eq!(tx.commit_activity_job_results(&[again], &live).await.unwrap(), vec![(false, false)]);
         assert_eq!(tx.lock_job(ALICE, tasks[0].job_id).await.unwrap().unwrap().completed_by, Some(tasks[0].attempt_id));
+    }
+
+    async fn locked_attempts_come_with_the_current_contract_of_their_activity(db) {
+        let engine = db.engine();
+        let tasks = held_jobs(&engine, 2).await;
+        let ids: Vec<Uuid> = tasks.iter().map(|t| t.attempt_id).collect();
+        let store = db.store();
+        let contracts = |locked: &[onceflow_engine::store::LockedAttempt]| -> Vec<Option<(String, String)>> {
+            locked.iter().map(|l| l.contract.as_ref().map(|c| (c.owner.clone(), c.contract_hash.clone()))).collect()
+        };
+        let mut tx = store.begin().await.unwrap();
+        assert_eq!(contracts(&tx.lock_jobs_of_attempts(&ids).await.unwrap()), vec![None, None], "no contract yet");
+        tx.commit().await.unwrap();
+        // The platform's contract applies to every owner...
+        let platform = engine.register_contract("*", "generate", &json!({ "type": "object" })).await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        let expected = Some(("*".to_owned(), platform.clone()));
+        assert_eq!(contracts(&tx.lock_jobs_of_attempts(&ids).await.unwrap()), vec![expected.clone(), expected]);
+        tx.commit().await.unwrap();
+        // ... until the owner registers its own.
+        let own = engine.register_contract(ALICE, "generate", &text_schema()).await.unwrap();
+        assert_ne!(own, platform);
+        let mut tx = store.begin().await.unwrap();
+        let expected = Some((ALICE.to_owned(), own));
+        assert_eq!(contracts(&tx.lock_jobs_of_attempts(&ids).await.unwrap()), vec![expected.clone(), expected]);
+        tx.commit().await.unwrap();
+    }
+
+    async fn a_locked_attempt_is_read_as_the_previous_holder_of_its_job_left_it(db) {
+        let engine = db.engine();
+        let task = held_jobs(&engine, 1).await.remove(0);
+        let store = db.store();
+        let mut holder = store.begin().await.unwrap();
+        holder.lock_job(ALICE, task.job_id).await.unwrap().expect("job");
+        let moved = holder
+            .finish_attempt(ALICE, task.attempt_id, &[AttemptStatus::Started], AttemptStatus::Failed, None, Some(CompletionOutcome::Recorded))
+            .await
+            .unwrap();
+        assert!(moved);
+        let waiter = tokio::spawn({
+            let store = store.clone();
+            async move {
+                let mut tx = store.begin().await.unwrap();
+                let locked = tx.lock_jobs_of_attempts(&[task.attempt_id]).await.unwrap();
+                tx.commit().await.unwrap();
+                locked.into_iter().map(|l| (l.attempt.status, l.attempt.completion_outcome)).collect::<Vec<_>>()
+            }
+        });
+        if db.backend() == onceflow_tests::Backend::Postgres {
+            // The waiter's statement has started (and taken its snapshot) and waits for the job.
+            onceflow_tests::wait_for("the waiter to wait for the job's lock", std::time::Duration::from_secs(10), || async {
+                db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").await > 0
+            })
+            .await;
+        }
+        holder.commit().await.unwrap();
+        let seen = waiter.await.unwrap();
+        assert_eq!(seen, vec![(AttemptStatus::Failed, Some(CompletionOutcome::Recorded))], "not the snapshot taken before the wait");
     }
 
     async fn a_completion_batch_finds_no_attempt_of_another_owner(db) {
