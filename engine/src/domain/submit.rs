@@ -324,37 +324,23 @@ impl Engine {
         let judged: Vec<Option<Result<usize, EngineError>>> = items
             .iter()
             .map(|item| {
-                let j = jobs.iter().position(|j| j.owner_id == item.owner && j.idempotency_key == item.key)?;
-                Some(match jobs[j].fingerprint == item.fingerprint {
+                let j = jobs.iter().position(|r| r.job.owner_id == item.owner && r.job.idempotency_key == item.key)?;
+                Some(match jobs[j].job.fingerprint == item.fingerprint {
                     true => Ok(j),
-                    false => Err(EngineError::IdempotencyKeyReused { job_id: jobs[j].id }),
+                    false => Err(EngineError::IdempotencyKeyReused { job_id: jobs[j].job.id }),
                 })
             })
             .collect();
         self.metrics.events_written(judged.iter().filter(|j| matches!(j, Some(Ok(_)))).map(|_| event::JOB_REPLAYED));
-        // A replay answers the job as it is now: as locked, with its activities read now.
-        let mut replayed: Vec<usize> = judged.iter().filter_map(|j| j.as_ref()?.as_ref().ok().copied()).collect();
-        replayed.sort_unstable();
-        replayed.dedup();
-        let views = match self.store.views_of(replayed.iter().map(|&j| jobs[j].clone()).collect()).await {
-            Ok(views) => views,
-            Err(e) => {
-                // The replays are written: each reads its job alone.
-                tracing::debug!(error = %e, "reading replayed jobs failed");
-                Vec::new()
-            }
-        };
+        // A replay answers the job as it is now: as read with the replays, else read alone.
         Ok(judged
             .into_iter()
             .map(|j| {
                 Some(match j? {
-                    Ok(j) => {
-                        let (owner, id) = (&jobs[j].owner_id, jobs[j].id);
-                        match views.iter().find(|v| &v.owner == owner && v.id == id) {
-                            Some(view) => Ok(Created::ReplayedView(Box::new(view.clone()))),
-                            None => Ok(Created::Replayed(id)),
-                        }
-                    }
+                    Ok(j) => match &jobs[j].view {
+                        Some(view) => Ok(Created::ReplayedView(Box::new(view.clone()))),
+                        None => Ok(Created::Replayed(jobs[j].job.id)),
+                    },
                     Err(e) => Err(e),
                 })
             })

@@ -310,6 +310,16 @@ pub struct NewReplay {
     pub data: Value,
 }
 
+/// A job holding a key that replays asked for, as [`Store::replay_now`] returns it.
+#[derive(Debug, Clone)]
+pub struct ReplayedJob {
+    /// The job (its fingerprint judges each replay).
+    pub job: JobRow,
+    /// The job with its activities and attempts, read in or after the replays' statement;
+    /// `None` when it could not be read with them.
+    pub view: Option<JobView>,
+}
+
 /// What a worker asks for when it polls.
 #[derive(Debug, Clone)]
 pub struct ClaimFilter {
@@ -533,9 +543,10 @@ pub trait Store: Send + Sync + 'static {
     /// Judges replays in a transaction of their own, committed when this returns: locks
     /// the jobs holding the replays' keys (in (owner, id) order, so two calls never wait on
     /// each other in a cycle) and appends one `job_replayed`, in the order given, for each
-    /// replay whose fingerprint is that of the job holding its key. Returns those jobs as
-    /// they are once locked; keys no job holds are left out. On an error nothing is written.
-    async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Vec<JobRow>> {
+    /// replay whose fingerprint is that of the job holding its key. Returns those jobs,
+    /// each with its view (activities and attempts) when it could be read with it; keys no
+    /// job holds are left out. On an error nothing is written.
+    async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Vec<ReplayedJob>> {
         let mut keys: Vec<(String, String)> = replays.iter().map(|r| (r.owner_id.clone(), r.idempotency_key.clone())).collect();
         keys.sort();
         keys.dedup();
@@ -557,7 +568,22 @@ pub trait Store: Send + Sync + 'static {
             .collect();
         tx.append_events(&events).await?;
         tx.commit().await?;
-        Ok(jobs)
+        // The replays are written: a job whose view cannot be read now is returned
+        // without one (its callers read it alone).
+        let views = match self.views_of(jobs.clone()).await {
+            Ok(views) => views,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading replayed jobs failed");
+                Vec::new()
+            }
+        };
+        Ok(jobs
+            .into_iter()
+            .map(|job| {
+                let view = views.iter().find(|v| v.owner == job.owner_id && v.id == job.id).cloned();
+                ReplayedJob { job, view }
+            })
+            .collect())
     }
 
     /// The views of these jobs (as given) with their activities and attempts read now.

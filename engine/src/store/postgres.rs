@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, LockedAttempt, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ScheduleRow, Store,
+    LeaseExtension, LockedAttempt, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ReplayedJob, ScheduleRow, Store,
     StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
@@ -392,48 +392,48 @@ async fn assemble_views(pool: &PgPool, jobs: Vec<JobRow>) -> StoreResult<Vec<Job
     .fetch_all(pool)
     .await?;
     let attempts: Vec<AttemptRow> = attempt_rows.iter().map(attempt_row).collect::<StoreResult<_>>()?;
-    Ok(jobs
-        .into_iter()
-        .map(|job| {
-            let activities = activities
+    Ok(jobs.into_iter().map(|job| view_of(job, &activities, &attempts)).collect())
+}
+
+/// A job's view, with those of `activities` and `attempts` that are its own.
+fn view_of(job: JobRow, activities: &[ActivityRow], attempts: &[AttemptRow]) -> JobView {
+    let activities = activities
+        .iter()
+        .filter(|a| a.job_id == job.id && a.owner_id == job.owner_id)
+        .map(|a| ActivityView {
+            seq: a.seq,
+            name: a.name.clone(),
+            providers: a.providers.clone(),
+            status: a.status,
+            version: a.version,
+            completed_by: a.completed_by,
+            result: a.result.clone(),
+            error: a.error.clone(),
+            attempts: attempts
                 .iter()
-                .filter(|a| a.job_id == job.id && a.owner_id == job.owner_id)
-                .map(|a| ActivityView {
-                    seq: a.seq,
-                    name: a.name.clone(),
-                    providers: a.providers.clone(),
-                    status: a.status,
-                    version: a.version,
-                    completed_by: a.completed_by,
-                    result: a.result.clone(),
-                    error: a.error.clone(),
-                    attempts: attempts
-                        .iter()
-                        .filter(|t| t.activity_id == a.id && t.owner_id == a.owner_id)
-                        .map(AttemptRow::view)
-                        .collect(),
-                })
-                .collect();
-            JobView {
-                id: job.id,
-                owner: job.owner_id,
-                idempotency_key: job.idempotency_key,
-                kind: job.kind,
-                workflow: job.workflow,
-                activity: job.activity,
-                task_queue: job.task_queue,
-                input: job.input,
-                status: job.status,
-                version: job.version,
-                result: job.result,
-                error: job.error,
-                created_at: job.created_at,
-                updated_at: job.updated_at,
-                finished_at: job.finished_at,
-                activities,
-            }
+                .filter(|t| t.activity_id == a.id && t.owner_id == a.owner_id)
+                .map(AttemptRow::view)
+                .collect(),
         })
-        .collect())
+        .collect();
+    JobView {
+        id: job.id,
+        owner: job.owner_id,
+        idempotency_key: job.idempotency_key,
+        kind: job.kind,
+        workflow: job.workflow,
+        activity: job.activity,
+        task_queue: job.task_queue,
+        input: job.input,
+        status: job.status,
+        version: job.version,
+        result: job.result,
+        error: job.error,
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+        finished_at: job.finished_at,
+        activities,
+    }
 }
 
 #[async_trait]
@@ -537,7 +537,7 @@ impl Store for PgStore {
         assemble_views(&self.pool, jobs).await
     }
 
-    async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Vec<JobRow>> {
+    async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Vec<ReplayedJob>> {
         let mut keys: Vec<(&str, &str)> = replays.iter().map(|r| (r.owner_id.as_str(), r.idempotency_key.as_str())).collect();
         keys.sort();
         keys.dedup();
@@ -548,7 +548,8 @@ impl Store for PgStore {
         let actors: Vec<&str> = replays.iter().map(|r| r.actor.as_str()).collect();
         let data: Vec<&Value> = replays.iter().map(|r| &r.data).collect();
         // One autocommit statement: the jobs locked in (owner, id) order, their replays
-        // numbered after their last event (see REPLAY_JOBS_SQL for why that is safe).
+        // numbered after their last event (see REPLAY_JOBS_SQL for why that is safe), and
+        // their views read with them.
         let rows = sqlx::query(&REPLAY_JOBS_SQL)
             .bind(&key_owners)
             .bind(&key_names)
@@ -559,7 +560,26 @@ impl Store for PgStore {
             .bind(&data)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter().map(job_row).collect()
+        let mut replayed: Vec<(JobRow, Vec<ActivityRow>, Vec<AttemptRow>)> = Vec::new();
+        for row in &rows {
+            let job = job_row_in(Cols { row, prefix: "j_" })?;
+            if replayed.last().is_none_or(|(last, _, _)| (&last.owner_id, last.id) != (&job.owner_id, job.id)) {
+                replayed.push((job, Vec::new(), Vec::new()));
+            }
+            let Some((_, activities, attempts)) = replayed.last_mut() else { continue };
+            let activity_id: Option<Uuid> = row.try_get("a_id")?;
+            if activity_id.is_some() && activities.last().map(|a| a.id) != activity_id {
+                activities.push(activity_row_in(Cols { row, prefix: "a_" })?);
+            }
+            let attempt_id: Option<Uuid> = row.try_get("id")?;
+            if attempt_id.is_some() {
+                attempts.push(attempt_row(row)?);
+            }
+        }
+        Ok(replayed
+            .into_iter()
+            .map(|(job, activities, attempts)| ReplayedJob { view: Some(view_of(job.clone(), &activities, &attempts)), job })
+            .collect())
     }
 
     async fn job_events(
@@ -1123,18 +1143,20 @@ pub static ATTEMPTS_OF_ACTIVITIES_SQL: LazyLock<String> = LazyLock::new(|| {
 pub static REPLAY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH found AS MATERIALIZED (
-             -- One index probe per key (see ARRAY_LOOKUPS).
-             SELECT x.owner_id, x.id FROM generate_subscripts($1::text[], 1) AS k(i)
+             -- One index probe per key (see ARRAY_LOOKUPS): the jobs as the statement's
+             -- snapshot shows them.
+             SELECT x.* FROM generate_subscripts($1::text[], 1) AS k(i)
              CROSS JOIN LATERAL (
-                 SELECT x.owner_id, x.id FROM jobs x
+                 SELECT {found} FROM jobs x
                  WHERE x.idempotency_key = ($2::text[])[k.i] AND x.owner_id = ($1::text[])[k.i] OFFSET 0
              ) x
              ORDER BY x.owner_id, x.id
          ), locked AS (
              -- Locking discipline: jobs in (owner, id) order (the nested loop keeps found's).
-             SELECT j.* FROM found f
+             SELECT j.owner_id, j.id, j.idempotency_key, j.fingerprint FROM found f
              CROSS JOIN LATERAL (
-                 SELECT {} FROM jobs j WHERE j.owner_id = f.owner_id AND j.id = f.id OFFSET 0 FOR UPDATE
+                 SELECT j.owner_id, j.id, j.idempotency_key, j.fingerprint FROM jobs j
+                 WHERE j.owner_id = f.owner_id AND j.id = f.id OFFSET 0 FOR UPDATE
              ) j
          ), replayed AS (
              -- Event order: numbered after the job's last event. The numbers are read from
@@ -1149,8 +1171,22 @@ pub static REPLAY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
              JOIN locked l ON l.owner_id = ($3::text[])[r.i] AND l.idempotency_key = ($4::text[])[r.i]
                           AND l.fingerprint = ($5::text[])[r.i]
          )
-         SELECT * FROM locked",
-        JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
+         -- Each replayed job with its activities and attempts, one row per attempt, all
+         -- as of the statement's snapshot (taken once the calls had arrived): a view
+         -- that was true at one instant, whatever committed during the lock wait.
+         SELECT {job}, {activity}, t.*
+         FROM found f
+         JOIN locked l ON l.owner_id = f.owner_id AND l.id = f.id
+         LEFT JOIN LATERAL (
+             SELECT {ACTIVITY_COLUMNS} FROM activities a WHERE a.job_id = f.id AND a.owner_id = f.owner_id OFFSET 0
+         ) a ON true
+         LEFT JOIN LATERAL (
+             SELECT {ATTEMPT_COLUMNS} FROM attempts t WHERE t.owner_id = a.owner_id AND t.activity_id = a.id OFFSET 0
+         ) t ON true
+         ORDER BY f.owner_id, f.id, a.seq, t.number",
+        found = JOB_COLUMNS.split(", ").map(|c| format!("x.{}", c.trim())).collect::<Vec<_>>().join(", "),
+        job = prefixed(JOB_COLUMNS, "f", "j_"),
+        activity = prefixed(ACTIVITY_COLUMNS, "a", "a_"),
     )
 });
 

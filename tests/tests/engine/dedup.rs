@@ -93,6 +93,23 @@ rules! {
         assert_eq!(replay.job.status.as_str(), "cancelled");
     }
 
+    async fn a_replay_answers_every_activity_and_attempt_as_a_read_of_the_job_does(db) {
+        let engine = db.engine();
+        let request = llm_job(json!({"q": 2}), quick_options());
+        let created = engine.submit(ALICE, "k", &request).await.unwrap();
+        // Attempt 1 fails (retryable), so the activity has a second attempt.
+        let task = onceflow_tests::claim_one(&engine, "primary-llm").await;
+        let scope = Scope::Owner(ALICE.into());
+        engine.complete(&scope, task.attempt_id, &onceflow_tests::error_of(&task, "rate limited", true)).await.unwrap();
+        let read = engine.job(&scope, created.job.id).await.unwrap();
+        assert!(read.activities[0].attempts.len() >= 2, "{read:?}");
+        let replay = engine.submit(ALICE, "k", &request).await.unwrap();
+        assert!(replay.replayed);
+        assert_eq!(replay.job, read, "the replay's answer is the job as a read shows it");
+        let types = onceflow_tests::event_types(&engine, created.job.id).await;
+        assert_eq!(types.iter().filter(|t| *t == "job_replayed").count(), 1, "{types:?}");
+    }
+
     async fn malformed_idempotency_keys_are_refused_before_anything_is_written(db) {
         let engine = db.engine();
         let request = llm_job(json!({}), quick_options());
