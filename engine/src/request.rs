@@ -189,20 +189,39 @@ impl JobRequest {
     /// every default filled in (keys sorted, numbers compared by value). Key order,
     /// whitespace, `2` versus `2.0` and spelled-out defaults never change it.
     pub fn fingerprint(&self) -> String {
-        let mut body = Map::new();
+        // The canonical text of the object {activity, input, options, providers,
+        // task_queue} (or {input, task_queue, workflow}), written in its sorted key order
+        // without building it: stored jobs carry fingerprints of exactly this text.
+        let mut text = Vec::with_capacity(512);
         match &self.target {
             JobTarget::Workflow { name } => {
-                body.insert("workflow".into(), Value::String(name.clone()));
+                text.extend_from_slice(b"{\"input\":");
+                write_canonical(&self.input, &mut text);
+                text.extend_from_slice(b",\"task_queue\":");
+                write_string(&self.task_queue, &mut text);
+                text.extend_from_slice(b",\"workflow\":");
+                write_string(name, &mut text);
             }
             JobTarget::Activity { name, providers, options } => {
-                body.insert("activity".into(), Value::String(name.clone()));
-                body.insert("providers".into(), serde_json::json!(providers));
-                body.insert("options".into(), serde_json::json!(options));
+                text.extend_from_slice(b"{\"activity\":");
+                write_string(name, &mut text);
+                text.extend_from_slice(b",\"input\":");
+                write_canonical(&self.input, &mut text);
+                text.extend_from_slice(b",\"options\":");
+                write_canonical(&serde_json::to_value(options).unwrap_or_default(), &mut text);
+                text.extend_from_slice(b",\"providers\":[");
+                for (i, provider) in providers.iter().enumerate() {
+                    if i > 0 {
+                        text.push(b',');
+                    }
+                    write_string(provider, &mut text);
+                }
+                text.extend_from_slice(b"],\"task_queue\":");
+                write_string(&self.task_queue, &mut text);
             }
         }
-        body.insert("input".into(), self.input.clone());
-        body.insert("task_queue".into(), Value::String(self.task_queue.clone()));
-        sha256_hex(canonical_json(&Value::Object(body)).as_bytes())
+        text.push(b'}');
+        sha256_hex(&text)
     }
 }
 
@@ -236,10 +255,12 @@ fn check_name(field: &str, value: &str) -> Result<(), EngineError> {
 
 /// Hex SHA-256 of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(64);
     for byte in digest {
-        out.push_str(&format!("{byte:02x}"));
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
     out
 }
@@ -247,38 +268,48 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The canonical text of a JSON value: object keys sorted, no whitespace, and numbers
 /// written by value (an integral float such as `2.0` is written `2`).
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // Only JSON text and ASCII punctuation were written: valid UTF-8.
+    String::from_utf8_lossy(&out).into_owned()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// A JSON string literal, escaped as serde_json escapes it.
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    // Writing to a Vec cannot fail, and a str always serializes.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
-        Value::Null | Value::Bool(_) | Value::String(_) => out.push_str(&value.to_string()),
-        Value::Number(n) => out.push_str(&canonical_number(n)),
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::String(s) => write_string(s, out),
+        Value::Number(n) => out.extend_from_slice(canonical_number(n).as_bytes()),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            out.push('{');
+            out.push(b'{');
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
+                write_string(key, out);
+                out.push(b':');
                 write_canonical(&map[key], out);
             }
-            out.push('}');
+            out.push(b'}');
         }
     }
 }
@@ -327,6 +358,19 @@ mod tests {
     fn parse(body: &str) -> JobRequest {
         let value: Value = serde_json::from_str(body).expect("test body is JSON");
         JobRequest::from_json(&value).expect("test body is a valid request")
+    }
+
+    #[test]
+    fn fingerprints_stay_what_stored_jobs_were_given() {
+        // Jobs in the database carry fingerprints computed by earlier versions: a replay
+        // of one must compute the same text, byte for byte.
+        let activity = parse(
+            r#"{"activity":"generate","providers":["p","q \"r\""],"task_queue":"tq",
+                "input":{"b":[2.0,-1.5e300,{"é\n":"y\u0001","a":null}],"a":true,"c":12345678901234567890}}"#,
+        );
+        let workflow = parse(r#"{"workflow":"onboard","input":[1,"two",{"x":0.25}]}"#);
+        assert_eq!(activity.fingerprint(), "a5f7c69044753de594783847f8e6c807bcd89eb89edfe4a6f93b28debd1ba10f");
+        assert_eq!(workflow.fingerprint(), "20ba93c9763a4ceb6825676eca7a0524f449214428dd5a2e9a8757ba01287f04");
     }
 
     #[test]
