@@ -1,7 +1,7 @@
 //! Job requests: parsing the body of `POST /v1/jobs` with every default filled in, and the
 //! request fingerprint that tells a replay from a reused idempotency key.
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::EngineError;
