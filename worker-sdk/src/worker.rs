@@ -645,6 +645,10 @@ async fn report(
                 counter.fetch_add(1, Ordering::Relaxed);
                 if outcome == CompletionOutcome::Lost {
                     tracing::warn!(parent: span, "race_lost: another attempt's result won; this one was discarded");
+                } else if outcome == CompletionOutcome::Won {
+                    // The happy path of every attempt: debug, so logs at `info` stay readable
+                    // at thousands of attempts a second.
+                    tracing::debug!(parent: span, %outcome, "attempt reported");
                 } else {
                     tracing::info!(parent: span, %outcome, "attempt reported");
                 }

@@ -374,7 +374,7 @@ impl Engine {
                     events.push(event::ATTEMPT_CANCELLED, Some(other), actor::ENGINE, json!({ "reason": "another attempt won", "winner": attempt.id }));
                 }
             }
-            tracing::info!(job_id = %job.id, attempt_id = %attempt.id, owner, provider = %attempt.provider, "attempt won");
+            tracing::debug!(job_id = %job.id, attempt_id = %attempt.id, owner, provider = %attempt.provider, "attempt won");
             return Ok(CompletionOutcome::Won);
         }
 

@@ -79,7 +79,7 @@ impl Engine {
         let created = self.insert_rows(tx.as_mut(), rows, owner, key, fingerprint, &who).await?;
         tx.commit().await?;
         if let Created::New(job) = &created {
-            tracing::info!(job_id = %job.id, owner, idempotency_key = key, "job created");
+            tracing::debug!(job_id = %job.id, owner, idempotency_key = key, "job created");
         }
         Ok(created)
     }
@@ -99,7 +99,7 @@ impl Engine {
     ) -> Result<Created, EngineError> {
         let created = |inserted: JobRow, attempt_row: AttemptRow| {
             self.metrics.events_written(rows.events.pending.iter().map(|e| e.kind));
-            tracing::info!(job_id = %inserted.id, owner, idempotency_key = key, "job created");
+            tracing::debug!(job_id = %inserted.id, owner, idempotency_key = key, "job created");
             Created::New(Box::new(created_view(inserted, vec![activity_view(activity, &attempt_row)])))
         };
         let item = BatchedSubmission {
