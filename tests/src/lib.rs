@@ -179,6 +179,30 @@ impl TestDb {
         }
     }
 
+    /// Panics if a row is without its parent: an event, activity or timer
+    /// without its job, an attempt without its activity. The rules check it after each
+    /// test, on every store: PostgreSQL keeps no foreign key on `job_events` (the hot
+    /// path's events rely on the statements that write them holding their job), so this
+    /// is where a statement that wrote an orphan would show.
+    pub async fn assert_integrity(&self) {
+        let orphans = self
+            .strings(
+                "SELECT 'job_events' FROM job_events e
+                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = e.owner_id AND j.id = e.job_id)
+                 UNION ALL
+                 SELECT 'activities' FROM activities a
+                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = a.owner_id AND j.id = a.job_id)
+                 UNION ALL
+                 SELECT 'attempts' FROM attempts t
+                  WHERE NOT EXISTS (SELECT 1 FROM activities a WHERE a.owner_id = t.owner_id AND a.id = t.activity_id)
+                 UNION ALL
+                 SELECT 'timers' FROM timers t
+                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = t.owner_id AND j.id = t.job_id)",
+            )
+            .await;
+        assert!(orphans.is_empty(), "rows without their parent, by table: {orphans:?}");
+    }
+
     /// The JSON value a query answers (a JSONB column on PostgreSQL, JSON text on SQLite).
     pub async fn json(&self, sql: &str) -> Value {
         match (&self.pg, &self.sqlite) {
@@ -426,6 +450,7 @@ macro_rules! rules {
                 async fn $name() {
                     let db = $crate::TestDb::new($crate::Backend::Postgres).await;
                     super::$name(&db).await;
+                    db.assert_integrity().await;
                 }
             )*
         }
@@ -436,6 +461,7 @@ macro_rules! rules {
                 async fn $name() {
                     let db = $crate::TestDb::new($crate::Backend::Sqlite).await;
                     super::$name(&db).await;
+                    db.assert_integrity().await;
                 }
             )*
         }
