@@ -1006,8 +1006,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Pre-fills `rows` finished activity jobs (owner `bench_history`) with their activity and
-/// winning attempt, in bulk SQL, and prints the RESULT line.
+/// Pre-fills `rows` finished activity jobs (owner `bench_history`) with their activity,
+/// winning attempt and five events, in bulk SQL, and prints the RESULT line.
 async fn history(database_url: &str, store: &str, run_id: &str, rows: u64) -> Result<(), String> {
     let options = serde_json::to_string(&ActivityOptions::default()).map_err(|e| format!("history: options: {e}"))?;
     let run3: String = run_id.chars().take(3).collect();
@@ -1022,7 +1022,7 @@ async fn history(database_url: &str, store: &str, run_id: &str, rows: u64) -> Re
     let elapsed = start.elapsed();
     println!("RESULT workload=history rows={rows} seconds={:.3}", elapsed.as_secs_f64());
     eprintln!(
-        "bench history: {rows} finished jobs (with activity and winning attempt) of owner bench_history inserted in {:.3} s",
+        "bench history: {rows} finished jobs (with activity, winning attempt and events) of owner bench_history inserted in {:.3} s",
         elapsed.as_secs_f64()
     );
     Ok(())
@@ -1063,6 +1063,20 @@ async fn history_postgres(database_url: &str, rows: i64, run3: &str, key_prefix:
              SELECT 'bench_history', aid, jid, 0, 'bench_history', ARRAY['{PROVIDER}'], $4::text::jsonb, 'bench_history',
                     jsonb_build_object('n', i), 'succeeded', 1, tid, '{{\"ok\": true}}'::jsonb, at, at, at
              FROM ids
+         ), e AS (
+             -- The five events of a finished activity job, as the engine writes them.
+             INSERT INTO job_events (owner_id, job_id, seq, at, type, attempt_id, actor, data)
+             SELECT 'bench_history', jid, v.seq, at, v.type, CASE WHEN v.seq > 1 THEN tid END,
+                    CASE WHEN v.seq <= 2 THEN 'client:bench_history' WHEN v.seq = 5 THEN 'engine' ELSE 'worker:bench_history' END,
+                    CASE v.seq
+                        WHEN 1 THEN jsonb_build_object('kind', 'activity', 'idempotency_key', $3::text || i)
+                        WHEN 2 THEN jsonb_build_object('seq', 0, 'number', 1, 'reason', 'first', 'provider', '{PROVIDER}')
+                        WHEN 3 THEN jsonb_build_object('number', 1, 'provider', '{PROVIDER}', 'lease_expires_at', at + interval '30 seconds')
+                        WHEN 4 THEN jsonb_build_object('number', 1, 'provider', '{PROVIDER}')
+                        ELSE jsonb_build_object('completed_by', tid)
+                    END
+             FROM ids CROSS JOIN (VALUES (1, 'job_created'), (2, 'attempt_scheduled'), (3, 'attempt_started'),
+                                         (4, 'attempt_succeeded'), (5, 'job_succeeded')) AS v(seq, type)
          )
          INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status,
                                available_at, worker_id, lease_token, lease_expires_at, read_version, heartbeat_at,
@@ -1083,7 +1097,7 @@ async fn history_postgres(database_url: &str, rows: i64, run3: &str, key_prefix:
         .await
         .map_err(|e| format!("history: the bulk insert failed: {e}"))?;
     // What autovacuum would soon do: the planner sees the tables as they now are.
-    sqlx::query("ANALYZE jobs, activities, attempts")
+    sqlx::query("ANALYZE jobs, activities, attempts, job_events")
         .execute(&pool)
         .await
         .map_err(|e| format!("history: ANALYZE failed: {e}"))?;
@@ -1142,6 +1156,24 @@ async fn history_sqlite(database_url: &str, rows: i64, run3: &str, key_prefix: &
              FROM s",
             jid = id("001"),
             aid = id("002"),
+            tid = id("003"),
+        ),
+        // The five events of a finished activity job, as the engine writes them.
+        format!(
+            "INSERT INTO job_events (owner_id, job_id, seq, at, type, attempt_id, actor, data)
+             {series}, v(seq, type) AS (VALUES (1, 'job_created'), (2, 'attempt_scheduled'), (3, 'attempt_started'),
+                                              (4, 'attempt_succeeded'), (5, 'job_succeeded'))
+             SELECT 'bench_history', {jid}, v.seq, {at}, v.type, CASE WHEN v.seq > 1 THEN {tid} END,
+                    CASE WHEN v.seq <= 2 THEN 'client:bench_history' WHEN v.seq = 5 THEN 'engine' ELSE 'worker:bench_history' END,
+                    CASE v.seq
+                        WHEN 1 THEN '{{\"kind\":\"activity\",\"idempotency_key\":\"{key_prefix}' || s.i || '\"}}'
+                        WHEN 2 THEN '{{\"seq\":0,\"number\":1,\"reason\":\"first\",\"provider\":\"{PROVIDER}\"}}'
+                        WHEN 3 THEN '{{\"number\":1,\"provider\":\"{PROVIDER}\"}}'
+                        WHEN 4 THEN '{{\"number\":1,\"provider\":\"{PROVIDER}\"}}'
+                        ELSE '{{\"completed_by\":\"' || {tid} || '\"}}'
+                    END
+             FROM s CROSS JOIN v",
+            jid = id("001"),
             tid = id("003"),
         ),
     ];
