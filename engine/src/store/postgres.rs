@@ -674,7 +674,8 @@ impl Store for PgStore {
                  SELECT {ATTEMPT_COLUMNS},
                         CASE status WHEN 'unknown' THEN unknown_at ELSE started_at END AS since
                  FROM attempts
-                 WHERE status = ANY($1) AND status IN ('started', 'unknown')
+                 -- `live`: the partial index of live attempts, whatever the history.
+                 WHERE live AND status = ANY($1) AND status IN ('started', 'unknown')
              ) s
              WHERE since <= now() - make_interval(secs => $2)
              ORDER BY since, id
@@ -702,7 +703,7 @@ impl Store for PgStore {
     async fn live_attempt_counts(&self) -> StoreResult<(Vec<(String, i64)>, i64)> {
         // Served by the partial index of live attempts, whatever the history.
         let rows = sqlx::query(
-            "SELECT status, count(*) AS n FROM attempts WHERE status IN ('scheduled', 'started', 'unknown') GROUP BY status",
+            "SELECT status, count(*) AS n FROM attempts WHERE live GROUP BY status",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -928,10 +929,15 @@ pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
                  CROSS JOIN LATERAL (
                      SELECT a.owner_id, a.id, a.job_id, a.activity_id, a.available_at, a.ctid AS row_ctid
                      FROM attempts a
-                     WHERE a.status = 'scheduled' AND a.task_queue = $1
+                     -- `dispatchable` names the partial index (status = 'scheduled').
+                     WHERE a.dispatchable AND a.status = 'scheduled' AND a.task_queue = $1
                        AND a.activity = ($3::text[])[pair.i] AND a.provider = ($4::text[])[pair.i]
                        AND a.available_at <= now()
-                       AND ($2::text IS NULL OR a.owner_id = $2)
+                       -- One owner's or all owners' ($2 NULL), as a filter on this range:
+                       -- written so no plan can turn it into an index condition on an
+                       -- index led by owner_id, which would read all the owner's live
+                       -- attempts of every queue (tests/plans.rs, owner_claim).
+                       AND (a.owner_id = $2) IS NOT FALSE
                      ORDER BY a.available_at, a.id
                      LIMIT $5
                      FOR UPDATE OF a SKIP LOCKED
@@ -1003,7 +1009,8 @@ pub static CLAIM_WORKFLOW_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
                  -- wf_open: the partial index's predicate (see the hot_job_updates migration).
                  WHERE wf_open AND status IN ('queued', 'running')
                    AND task_queue = $1 AND workflow = ANY($2)
-                   AND ($3::text IS NULL OR owner_id = $3)
+                   -- One owner's or all owners' ($3 NULL), as a filter (see CLAIM_ATTEMPTS_SQL).
+                   AND (owner_id = $3) IS NOT FALSE
                    AND ((wf_ready AND wf_lease_token IS NULL) OR wf_lease_expires_at < now())
                  ORDER BY updated_at, id
                  LIMIT $4
@@ -1991,7 +1998,7 @@ impl StoreTx for PgTx {
             "WITH live AS (
                  SELECT owner_id, id, status FROM attempts
                  WHERE owner_id = $1 AND activity_id = $2 AND ($3::uuid IS NULL OR id <> $3)
-                   AND status IN ('scheduled', 'started', 'unknown')
+                   AND live AND status IN ('scheduled', 'started', 'unknown')
                  FOR UPDATE
              )
              UPDATE attempts t
