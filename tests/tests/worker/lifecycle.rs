@@ -137,7 +137,7 @@ rules! {
         let client = Client::new(server.api.url.clone(), server.tokens.client.clone()).unwrap();
         let id = client.submit_activity("k", "work", &["cpu"], &Work { n: 1 }, options(1)).await.unwrap().job.id;
         // A real worker process: this test binary re-run as the child below.
-        let mut child = onceflow_tests::server::spawn_child_test("worker::lifecycle::postgres::child_worker_process", &server.api.url, &server.tokens.worker);
+        let mut child = onceflow_tests::server::spawn_child_test("worker::lifecycle::child_worker_process", &server.api.url, &server.tokens.worker);
         wait_for("the child worker to start the attempt", Duration::from_secs(30), || async {
             client.job(id).await.unwrap().activities[0].attempts[0].status == AttemptStatus::Started
         }).await;
@@ -153,17 +153,20 @@ rules! {
         assert_eq!(job.activities[0].attempts.len(), 1);
         assert_eq!(job.status, JobStatus::Running);
     }
+}
 
-    #[ignore = "run as a child process by a_worker_process_killed_mid_attempt_leaves_it_unknown_not_rerun"]
-    async fn child_worker_process(db) {
-        let (Ok(url), Ok(token)) = (std::env::var("ONCEFLOW_CHILD_URL"), std::env::var("ONCEFLOW_CHILD_TOKEN")) else { return };
-        let worker = Worker::builder(url, token)
-            .provider("work", "cpu", |_ctx: ActivityContext, _w: Work| async move {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                Ok::<_, ActivityError>(Done { n: 0 })
-            })
-            .build()
-            .unwrap();
-        worker.run().await.unwrap();
-    }
+/// The worker process that `a_worker_process_killed_mid_attempt_leaves_it_unknown_not_rerun`
+/// kills: a test of its own (no database: it is killed, so nothing it made is dropped).
+#[tokio::test]
+#[ignore = "run as a child process by a_worker_process_killed_mid_attempt_leaves_it_unknown_not_rerun"]
+async fn child_worker_process() {
+    let (Ok(url), Ok(token)) = (std::env::var("ONCEFLOW_CHILD_URL"), std::env::var("ONCEFLOW_CHILD_TOKEN")) else { return };
+    let worker = Worker::builder(url, token)
+        .provider("work", "cpu", |_ctx: ActivityContext, _w: Work| async move {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<_, ActivityError>(Done { n: 0 })
+        })
+        .build()
+        .unwrap();
+    worker.run().await.unwrap();
 }

@@ -88,7 +88,7 @@ rules! {
         let client = Client::new(&server.api.url, &server.tokens.client).unwrap();
         let id = client.submit("k", &workflow_job("pipeline", json!({"text": "x"}))).await.unwrap().job.id;
         // A worker process that runs the workflow and `fetch` only: the job stops after step 1.
-        let mut child = onceflow_tests::server::spawn_child_test("workflow::sdk::postgres::child_pipeline_worker", &server.api.url, &server.tokens.worker);
+        let mut child = onceflow_tests::server::spawn_child_test("workflow::sdk::child_pipeline_worker", &server.api.url, &server.tokens.worker);
         wait_for("step 1 done and step 2 scheduled", Duration::from_secs(60), || async {
             let job = client.job(id).await.unwrap();
             job.activities.len() == 2 && job.activities[0].status.as_str() == "succeeded"
@@ -105,17 +105,6 @@ rules! {
         assert_eq!((calls.generate.load(Ordering::SeqCst), calls.store.load(Ordering::SeqCst)), (1, 1));
         assert_eq!(job.activities[0].attempts.len(), 1, "fetch ran once in all");
         worker.shutdown_token().cancel();
-    }
-
-    #[ignore = "run as a child process by a_worker_killed_between_steps_is_replaced_without_rerunning_completed_activities"]
-    async fn child_pipeline_worker(db) {
-        let (Ok(url), Ok(token)) = (std::env::var("ONCEFLOW_CHILD_URL"), std::env::var("ONCEFLOW_CHILD_TOKEN")) else { return };
-        let worker = Worker::builder(url, token)
-            .workflow("pipeline", pipeline)
-            .provider("fetch", "fetch", |_ctx: ActivityContext, t: Text| async move { Ok::<_, ActivityError>(Text { text: format!("page of {}", t.text) }) })
-            .build()
-            .unwrap();
-        worker.run().await.unwrap();
     }
 
     async fn a_timer_survives_an_engine_restart_and_fires_once(db) {
@@ -270,4 +259,18 @@ rules! {
         assert_eq!(failed.error.as_ref().map(|e| e.code.as_str()), Some("quota_exceeded"));
         worker.shutdown_token().cancel();
     }
+}
+
+/// The worker process that `a_worker_killed_between_steps_is_replaced_without_rerunning_completed_activities`
+/// kills: a test of its own (no database: it is killed, so nothing it made is dropped).
+#[tokio::test]
+#[ignore = "run as a child process by a_worker_killed_between_steps_is_replaced_without_rerunning_completed_activities"]
+async fn child_pipeline_worker() {
+    let (Ok(url), Ok(token)) = (std::env::var("ONCEFLOW_CHILD_URL"), std::env::var("ONCEFLOW_CHILD_TOKEN")) else { return };
+    let worker = Worker::builder(url, token)
+        .workflow("pipeline", pipeline)
+        .provider("fetch", "fetch", |_ctx: ActivityContext, t: Text| async move { Ok::<_, ActivityError>(Text { text: format!("page of {}", t.text) }) })
+        .build()
+        .unwrap();
+    worker.run().await.unwrap();
 }
