@@ -3,9 +3,10 @@
 use async_trait::async_trait;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::str::FromStr;
 use std::sync::{Arc, LazyLock, Mutex as StdMutex, OnceLock};
 
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use sqlx::{Postgres, Row, Transaction};
@@ -102,7 +103,13 @@ impl PgStore {
     /// Connects to `url` with a pool of at most `max_connections`. A connection that sat
     /// idle for [`PING_AFTER_IDLE`] or more is checked (and replaced if the server hung
     /// up) before it is handed out; one in steady use is handed out as it is.
+    ///
+    /// Its connections run with `jit = off`: the engine's statements touch a few rows each,
+    /// but a lookup over an array of keys is estimated at a thousand rows (the planner's
+    /// guess for `generate_subscripts`), which can pass `jit_above_cost` and spend 20–30 ms
+    /// compiling a statement that runs in 0.1 ms (seen on replays).
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+        let options = PgConnectOptions::from_str(url)?.options([("jit", "off")]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(std::time::Duration::from_secs(10))
@@ -117,7 +124,7 @@ impl PgStore {
                     Ok(true)
                 })
             })
-            .connect(url)
+            .connect_with(options)
             .await?;
         Ok(PgStore::new(pool))
     }
@@ -439,7 +446,7 @@ fn view_of(job: JobRow, activities: &[ActivityRow], attempts: &[AttemptRow]) -> 
 #[async_trait]
 impl Store for PgStore {
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx>> {
-        Ok(Box::new(PgTx { tx: self.pool.begin().await?, bell: self.bell.clone(), wake: false }))
+        Ok(Box::new(PgTx { tx: self.pool.begin_with(BEGIN_TRANSACTION_SQL).await?, bell: self.bell.clone(), wake: false }))
     }
 
     async fn insert_activity_job_now(
@@ -913,6 +920,16 @@ impl Store for PgStore {
     }
 }
 
+/// How every engine transaction begins (one round trip, as a plain `BEGIN`). Each of its
+/// statements reaches rows by index probes, index ranges or the ctids of rows it locked
+/// (tests/plans.rs), so the planner is told not to scan tables and not to hash- or
+/// merge-join them: PostgreSQL keeps a connection's cached plan for as long as the
+/// connection lives, and a plan cached while the tables were tiny (a fresh database, or a
+/// server whose autovacuum never analyzes them) would otherwise keep scanning them as they
+/// grow. Seen: the batched win's cached plan scanned every activity on every worker cycle.
+pub const BEGIN_TRANSACTION_SQL: &str =
+    "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off";
+
 // The hot statements, public so that a test can EXPLAIN them against a large history.
 
 /// Dispatch: hands out scheduled attempts (`$1` queue, `$2` owner or NULL, `$3`/`$4` activity and provider arrays, `$5` limit, `$6` worker).
@@ -1034,8 +1051,22 @@ pub static CLAIM_WORKFLOW_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
 /// win may leave. Answers `ord` (1-based position), `activity_won`, `job_won` per result.
 pub static COMMIT_ACTIVITY_JOB_RESULTS_SQL: LazyLock<String> = LazyLock::new(|| {
     "WITH w AS MATERIALIZED (
-         SELECT * FROM unnest($1::text[], $2::uuid[], $3::int8[], $4::uuid[], $5::int8[], $6::uuid[], $7::jsonb[])
+         SELECT w.*, j.job_ctid, x.act_ctid, t.att_ctid
+         FROM unnest($1::text[], $2::uuid[], $3::int8[], $4::uuid[], $5::int8[], $6::uuid[], $7::jsonb[])
              WITH ORDINALITY AS w(owner_id, job_id, job_version, activity_id, read_version, attempt_id, result, ord)
+         -- Each row by an index probe, locked (its job and attempt are held by this
+         -- transaction's completion lock, and every writer of an activity holds its job
+         -- first, so nobody waits), so that its ctid holds: each update below is a direct
+         -- hit, whatever the tables' size when the plan was cached (see ARRAY_LOOKUPS).
+         CROSS JOIN LATERAL (
+             SELECT j.ctid AS job_ctid FROM jobs j WHERE j.owner_id = w.owner_id AND j.id = w.job_id OFFSET 0 FOR UPDATE
+         ) j
+         CROSS JOIN LATERAL (
+             SELECT x.ctid AS act_ctid FROM activities x WHERE x.owner_id = w.owner_id AND x.id = w.activity_id OFFSET 0 FOR UPDATE
+         ) x
+         CROSS JOIN LATERAL (
+             SELECT t.ctid AS att_ctid FROM attempts t WHERE t.owner_id = w.owner_id AND t.id = w.attempt_id OFFSET 0 FOR UPDATE
+         ) t
      ), act AS (
          -- Invariant 4: each activity CAS takes its slot only at the version its attempt
          -- read and while nobody completed it; nothing else moves for a result that lost.
@@ -1043,14 +1074,15 @@ pub static COMMIT_ACTIVITY_JOB_RESULTS_SQL: LazyLock<String> = LazyLock::new(|| 
          SET status = 'succeeded', result = w.result, completed_by = w.attempt_id, version = a.version + 1,
              updated_at = now(), finished_at = now()
          FROM w
-         WHERE a.owner_id = w.owner_id AND a.id = w.activity_id AND a.version = w.read_version AND a.completed_by IS NULL
+         WHERE a.ctid = w.act_ctid AND a.owner_id = w.owner_id AND a.id = w.activity_id
+           AND a.version = w.read_version AND a.completed_by IS NULL
          RETURNING w.ord
      ), att AS (
          UPDATE attempts t
          SET status = 'succeeded', completion_outcome = 'won',
              finished_at = COALESCE(t.finished_at, now()), lease_expires_at = NULL
          FROM w JOIN act ON act.ord = w.ord
-         WHERE t.owner_id = w.owner_id AND t.id = w.attempt_id AND t.status = ANY($8)
+         WHERE t.ctid = w.att_ctid AND t.owner_id = w.owner_id AND t.id = w.attempt_id AND t.status = ANY($8)
          RETURNING w.ord
      ), jb AS (
          -- The job CAS, from the activity CAS's rows only, at the version locked.
@@ -1058,7 +1090,8 @@ pub static COMMIT_ACTIVITY_JOB_RESULTS_SQL: LazyLock<String> = LazyLock::new(|| 
          SET status = 'succeeded', result = w.result, completed_by = w.attempt_id, version = j.version + 1,
              updated_at = now(), finished_at = now()
          FROM w JOIN act ON act.ord = w.ord
-         WHERE j.owner_id = w.owner_id AND j.id = w.job_id AND j.version = w.job_version AND j.completed_by IS NULL
+         WHERE j.ctid = w.job_ctid AND j.owner_id = w.owner_id AND j.id = w.job_id AND j.version = w.job_version
+           AND j.completed_by IS NULL
            AND j.status IN ('queued', 'running')
          RETURNING w.ord
      )
@@ -1111,6 +1144,12 @@ pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
 // - One index probe per key, in a lateral subquery fenced by `OFFSET 0`: it cannot be
 //   turned into a hash join over a scan of the table, so a plan made while the table was
 //   small (and cached by PostgreSQL) stays right as the table grows.
+// - Where the intended index is not led by `owner_id` (jobs by idempotency key, activities
+//   by job), the owner is a filter, written so that it cannot become an index condition:
+//   while the tables are tiny, a probe of the primary key by the owner alone costs the
+//   same (one row estimated), and the older index wins the tie and is cached, reading
+//   every row of the owner per key once the tables are large. (Attempts by activity
+//   still have that tie with `attempts_pkey`; docs/performance.md.)
 // - The keys are walked with `generate_subscripts`, whose row estimate does not depend on
 //   the array's length (`unnest`'s does): the plan for one call costs the same as the
 //   cached generic plan, so PostgreSQL settles on that plan after a few calls instead of
@@ -1124,7 +1163,7 @@ pub static ACTIVITIES_OF_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
         "SELECT a.* FROM generate_subscripts($1::text[], 1) AS k(i)
          CROSS JOIN LATERAL (
              SELECT {ACTIVITY_COLUMNS} FROM activities x
-             WHERE x.job_id = ($2::uuid[])[k.i] AND x.owner_id = ($1::text[])[k.i] OFFSET 0
+             WHERE x.job_id = ($2::uuid[])[k.i] AND (x.owner_id = ($1::text[])[k.i]) IS TRUE OFFSET 0
          ) a
          ORDER BY a.job_id, a.seq"
     )
@@ -1155,7 +1194,8 @@ pub static REPLAY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
              SELECT x.* FROM generate_subscripts($1::text[], 1) AS k(i)
              CROSS JOIN LATERAL (
                  SELECT {found} FROM jobs x
-                 WHERE x.idempotency_key = ($2::text[])[k.i] AND x.owner_id = ($1::text[])[k.i] OFFSET 0
+                 -- By key on jobs_one_per_idempotency_key, the owner as a filter (ARRAY_LOOKUPS).
+                 WHERE x.idempotency_key = ($2::text[])[k.i] AND (x.owner_id = ($1::text[])[k.i]) IS TRUE OFFSET 0
              ) x
              ORDER BY x.owner_id, x.id
          ), locked AS (
@@ -1185,7 +1225,7 @@ pub static REPLAY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
          FROM found f
          JOIN locked l ON l.owner_id = f.owner_id AND l.id = f.id
          LEFT JOIN LATERAL (
-             SELECT {ACTIVITY_COLUMNS} FROM activities a WHERE a.job_id = f.id AND a.owner_id = f.owner_id OFFSET 0
+             SELECT {ACTIVITY_COLUMNS} FROM activities a WHERE a.job_id = f.id AND (a.owner_id = f.owner_id) IS TRUE OFFSET 0
          ) a ON true
          LEFT JOIN LATERAL (
              SELECT {ATTEMPT_COLUMNS} FROM attempts t WHERE t.owner_id = a.owner_id AND t.activity_id = a.id OFFSET 0
