@@ -65,7 +65,8 @@ impl TestDb {
                     .expect("connect to the PostgreSQL admin database (set ONCEFLOW_TEST_DATABASE_URL)");
                 conn.execute(format!("CREATE DATABASE {name}").as_str()).await.expect("create the test database");
                 conn.close().await.ok();
-                let options = admin.database(&name);
+                // As `PgStore::connect` runs the engine's connections.
+                let options = admin.database(&name).options([("jit", "off")]);
                 let pool = PgPoolOptions::new()
                     .max_connections(5)
                     .connect_with(options.clone())

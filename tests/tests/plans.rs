@@ -92,9 +92,7 @@ async fn check_plans(db: &TestDb, when: &str) {
 /// The statements that look rows up from arrays of keys: planned while the tables are
 /// small (a plan PostgreSQL may cache and keep as they grow), each still probes an index
 /// per key instead of scanning a table.
-/// With `every_size`, skips the attempts-by-activity lookup, whose tie with
-/// `attempts_pkey` at some small sizes is not solved yet (docs/performance.md).
-async fn check_lookups_while_small(db: &TestDb, every_size: bool) {
+async fn check_lookups_while_small(db: &TestDb) {
     for mode in ["force_generic_plan", "force_custom_plan"] {
         let plans = [
             ("claim", "attempts_dispatch", plan(db, mode, "claim", "text, text, text[], text[], bigint, text", &CLAIM_ATTEMPTS_SQL,
@@ -105,7 +103,7 @@ async fn check_lookups_while_small(db: &TestDb, every_size: bool) {
                 "ARRAY[md5('t1')::uuid, md5('t2')::uuid, md5('t3')::uuid]").await),
             ("view_activities", "activities_one_per_seq", plan(db, mode, "acts", "text[], uuid[]", &ACTIVITIES_OF_JOBS_SQL,
                 "ARRAY['alice', 'alice'], ARRAY[md5('j1')::uuid, md5('j2')::uuid]").await),
-            ("view_attempts", "attempts_owner_id_activity_id_number_key", plan(db, mode, "atts", "text[], uuid[]", &ATTEMPTS_OF_ACTIVITIES_SQL,
+            ("view_attempts", "attempts_one_per_number", plan(db, mode, "atts", "text[], uuid[]", &ATTEMPTS_OF_ACTIVITIES_SQL,
                 "ARRAY['alice', 'alice'], ARRAY[md5('a1')::uuid, md5('a2')::uuid]").await),
             // Run by the engine in its transactions only, so planned as they plan: each
             // row it updates is reached by the ctid it locked, never by a scan.
@@ -116,9 +114,6 @@ async fn check_lookups_while_small(db: &TestDb, every_size: bool) {
                  ARRAY['{}', '{}']::jsonb[], ARRAY['started']").await),
         ];
         for (name, index, plan) in &plans {
-            if every_size && *name == "view_attempts" {
-                continue;
-            }
             // A custom plan is made for one call and never kept: the claim's may reach the
             // few attempts it updates (`attempts t`) by scanning a table that is still tiny.
             // (Their status guard implies no partial index, so that no plan scans every
@@ -203,7 +198,7 @@ async fn lookups_keep_their_index_at_every_small_size() {
             engine.submit(ALICE, &format!("checkout-session-{submitted:012}-retry"), &llm_job(input.clone(), quick_options())).await.expect("submitted");
             submitted += 1;
         }
-        check_lookups_while_small(&db, true).await;
+        check_lookups_while_small(&db).await;
     }
 }
 
@@ -215,7 +210,7 @@ async fn hot_queries_stay_on_partial_indexes_as_history_grows() {
     for i in 0..20 {
         engine.submit(ALICE, &format!("live-{i}"), &llm_job(json!({}), quick_options())).await.unwrap();
     }
-    check_lookups_while_small(&db, false).await;
+    check_lookups_while_small(&db).await;
     check_lookups_settle_on_a_cached_plan(&db).await;
     insert_history(&db).await;
     // As on a server whose autovacuum is off: no statistics at all.

@@ -1144,12 +1144,12 @@ pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
 // - One index probe per key, in a lateral subquery fenced by `OFFSET 0`: it cannot be
 //   turned into a hash join over a scan of the table, so a plan made while the table was
 //   small (and cached by PostgreSQL) stays right as the table grows.
-// - Where the intended index is not led by `owner_id` (jobs by idempotency key, activities
-//   by job), the owner is a filter, written so that it cannot become an index condition:
-//   while the tables are tiny, a probe of the primary key by the owner alone costs the
-//   same (one row estimated), and the older index wins the tie and is cached, reading
-//   every row of the owner per key once the tables are large. (Attempts by activity
-//   still have that tie with `attempts_pkey`; docs/performance.md.)
+// - Lookups by a key other than the primary key (jobs by idempotency key, activities by
+//   job, attempts by activity) go through an index not led by `owner_id`, with the owner
+//   as a filter written so that it cannot become an index condition: while the tables
+//   are tiny, a probe of the primary key by the owner alone costs the same (one row
+//   estimated), and the older index wins the tie and is cached, reading every row of the
+//   owner per key once the tables are large.
 // - The keys are walked with `generate_subscripts`, whose row estimate does not depend on
 //   the array's length (`unnest`'s does): the plan for one call costs the same as the
 //   cached generic plan, so PostgreSQL settles on that plan after a few calls instead of
@@ -1176,7 +1176,7 @@ pub static ATTEMPTS_OF_ACTIVITIES_SQL: LazyLock<String> = LazyLock::new(|| {
         "SELECT t.* FROM generate_subscripts($1::text[], 1) AS k(i)
          CROSS JOIN LATERAL (
              SELECT {ATTEMPT_COLUMNS} FROM attempts x
-             WHERE x.owner_id = ($1::text[])[k.i] AND x.activity_id = ($2::uuid[])[k.i] OFFSET 0
+             WHERE x.activity_id = ($2::uuid[])[k.i] AND (x.owner_id = ($1::text[])[k.i]) IS TRUE OFFSET 0
          ) t
          ORDER BY t.activity_id, t.number"
     )
@@ -1228,7 +1228,7 @@ pub static REPLAY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
              SELECT {ACTIVITY_COLUMNS} FROM activities a WHERE a.job_id = f.id AND (a.owner_id = f.owner_id) IS TRUE OFFSET 0
          ) a ON true
          LEFT JOIN LATERAL (
-             SELECT {ATTEMPT_COLUMNS} FROM attempts t WHERE t.owner_id = a.owner_id AND t.activity_id = a.id OFFSET 0
+             SELECT {ATTEMPT_COLUMNS} FROM attempts t WHERE t.activity_id = a.id AND (t.owner_id = a.owner_id) IS TRUE OFFSET 0
          ) t ON true
          ORDER BY f.owner_id, f.id, a.seq, t.number",
         found = JOB_COLUMNS.split(", ").map(|c| format!("x.{}", c.trim())).collect::<Vec<_>>().join(", "),
@@ -1572,7 +1572,8 @@ impl StoreTx for PgTx {
 
     async fn job_by_idempotency_key(&mut self, owner: &str, key: &str) -> StoreResult<Option<JobRow>> {
         let row = sqlx::query(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE owner_id = $1 AND idempotency_key = $2"
+            // By key on jobs_one_per_idempotency_key, the owner as a filter (ARRAY_LOOKUPS).
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE idempotency_key = $2 AND (owner_id = $1) IS TRUE"
         ))
         .bind(owner)
         .bind(key)
@@ -1726,8 +1727,9 @@ impl StoreTx for PgTx {
         job_id: Uuid,
         seq: i32,
     ) -> StoreResult<Option<ActivityRow>> {
+        // By job on activities_one_per_seq, the owner as a filter (ARRAY_LOOKUPS).
         let row = sqlx::query(&format!(
-            "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = $1 AND job_id = $2 AND seq = $3"
+            "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE job_id = $2 AND seq = $3 AND (owner_id = $1) IS TRUE"
         ))
         .bind(owner)
         .bind(job_id)
@@ -1738,8 +1740,9 @@ impl StoreTx for PgTx {
     }
 
     async fn activities_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<ActivityRow>> {
+        // By job on activities_one_per_seq, the owner as a filter (ARRAY_LOOKUPS).
         let rows = sqlx::query(&format!(
-            "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = $1 AND job_id = $2 ORDER BY seq"
+            "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE job_id = $2 AND (owner_id = $1) IS TRUE ORDER BY seq"
         ))
         .bind(owner)
         .bind(job_id)
@@ -1941,7 +1944,9 @@ impl StoreTx for PgTx {
 
     async fn attempts_of_activity(&mut self, owner: &str, activity_id: Uuid) -> StoreResult<Vec<AttemptRow>> {
         let rows = sqlx::query(&format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = $1 AND activity_id = $2 ORDER BY number"
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts
+             -- By activity on attempts_one_per_number, the owner as a filter (ARRAY_LOOKUPS).
+             WHERE activity_id = $2 AND (owner_id = $1) IS TRUE ORDER BY number"
         ))
         .bind(owner)
         .bind(activity_id)
