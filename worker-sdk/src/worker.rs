@@ -30,6 +30,10 @@ use crate::transport::Transport;
 use crate::workflow::{erase, replay, WorkflowContext, WorkflowError, WorkflowFn};
 use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowTask};
 
+/// Before a poll, the poll loop yields to the runtime at most this many times while
+/// attempts that are finishing give their slots back.
+const YIELD_ROUNDS: usize = 8;
+
 /// Builds a [`Worker`]: where the engine is, which providers it runs, and how.
 pub struct WorkerBuilder {
     url: String,
@@ -453,13 +457,21 @@ impl Worker {
                 _ = self.shutdown.cancelled() => break,
             };
             // Let attempts that are finishing right now give their slots back (and queue
-            // their completions) first, so that this poll carries and asks for more.
-            tokio::task::yield_now().await;
+            // their completions) first, so that this poll carries and asks for more: the
+            // runtime runs what is ready while this task yields, for as long as that frees
+            // more slots (a few rounds at most; an idle worker polls at once).
             let mut permits = vec![first];
-            while permits.len() < 100 {
-                match slots.clone().try_acquire_owned() {
-                    Ok(p) => permits.push(p),
-                    Err(_) => break,
+            for _ in 0..YIELD_ROUNDS {
+                tokio::task::yield_now().await;
+                let before = permits.len();
+                while permits.len() < 100 {
+                    match slots.clone().try_acquire_owned() {
+                        Ok(p) => permits.push(p),
+                        Err(_) => break,
+                    }
+                }
+                if permits.len() == before {
+                    break;
                 }
             }
             let request = PollRequest {
