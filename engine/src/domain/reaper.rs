@@ -80,8 +80,10 @@ impl Engine {
                 provider = %attempt.provider, "heartbeat lost: attempt is unknown until it resolves or an operator cancels it");
         }
         tx.append_events(&all_events).await?;
-        self.metrics.events_written(all_events.iter().map(|e| e.kind));
         tx.commit().await?;
+        // Counted once committed: a scrape that sees the heartbeat loss also sees the
+        // attempt unknown (the gauges are read from the database).
+        self.metrics.events_written(all_events.iter().map(|e| e.kind));
         Ok((expired.len() as u64, changed))
     }
 
