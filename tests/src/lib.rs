@@ -181,10 +181,11 @@ impl TestDb {
     }
 
     /// Panics if a row is without its parent: an event, activity or timer
-    /// without its job, an attempt without its activity. The rules check it after each
-    /// test, on every store: PostgreSQL keeps no foreign key on `job_events` (the hot
-    /// path's events rely on the statements that write them holding their job), so this
-    /// is where a statement that wrote an orphan would show.
+    /// without its job, an attempt without its activity or with a job other than its
+    /// activity's. The rules check it after each test, on every store: PostgreSQL keeps
+    /// no foreign key on `job_events`, `activities` or `attempts` (the hot path's rows
+    /// rely on the statements that write them creating or holding their parents), so
+    /// this is where a statement that wrote an orphan would show.
     pub async fn assert_integrity(&self) {
         let orphans = self
             .strings(
@@ -195,7 +196,8 @@ impl TestDb {
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = a.owner_id AND j.id = a.job_id)
                  UNION ALL
                  SELECT 'attempts' FROM attempts t
-                  WHERE NOT EXISTS (SELECT 1 FROM activities a WHERE a.owner_id = t.owner_id AND a.id = t.activity_id)
+                  WHERE NOT EXISTS (SELECT 1 FROM activities a
+                                     WHERE a.owner_id = t.owner_id AND a.id = t.activity_id AND a.job_id = t.job_id)
                  UNION ALL
                  SELECT 'timers' FROM timers t
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = t.owner_id AND j.id = t.job_id)",
