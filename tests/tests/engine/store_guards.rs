@@ -6,7 +6,7 @@ use onceflow_engine::model::{ActivityStatus, AttemptStatus, JobStatus, Scope};
 use onceflow_engine::store::{AttemptLocation, LeaseExtension, NewEvent, NewReplay, Store};
 use std::sync::Arc;
 use onceflow_engine::Engine;
-use onceflow_tests::{claim_one, llm_job, quick_options, rules, TestDb, ALICE};
+use onceflow_tests::{claim_one, llm_job, quick_options, rules, Backend, TestDb, ALICE};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -147,5 +147,31 @@ rules! {
         assert_eq!(seqs, (1..=events.len() as i64).collect::<Vec<_>>());
         let replays = events.iter().filter(|e| e.kind == "job_replayed").count();
         assert_eq!(replays, 1 + usize::from(replayed.is_ok()), "{events:?}");
+    }
+}
+
+/// PostgreSQL keeps no foreign keys on the hot tables, so the harness's integrity check
+/// is what finds a row without its parent: it must see an attempt whose activity does
+/// not exist, and one whose job is not its activity's. (PostgreSQL: SQLite's foreign
+/// keys refuse such rows before the check could see them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_integrity_check_finds_attempts_without_their_activity_or_with_another_job() {
+    use futures::FutureExt;
+    for (name, activity, job) in [
+        ("no activity", "md5('no-such-activity')::uuid", "job_id"),
+        ("another job", "activity_id", "md5('no-such-job')::uuid"),
+    ] {
+        let db = TestDb::new(Backend::Postgres).await;
+        db.engine().submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap();
+        db.assert_integrity().await;
+        db.execute(&format!(
+            "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, finished_at)
+             SELECT owner_id, md5('orphan')::uuid, {activity}, {job}, 99, activity, task_queue, provider, 'failed', now()
+             FROM attempts LIMIT 1"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let checked = std::panic::AssertUnwindSafe(db.assert_integrity()).catch_unwind().await;
+        assert!(checked.is_err(), "{name}: the integrity check must fail");
     }
 }
