@@ -17,6 +17,7 @@ mod batch;
 mod commit;
 mod contracts;
 mod dispatch;
+mod inflight;
 mod intervene;
 mod policy;
 mod reaper;
@@ -66,6 +67,8 @@ struct Batches {
     tokens: Arc<batch::Batcher<String, Option<crate::store::TokenRow>>>,
     /// Submissions of new activity jobs; `None` answers a taken key.
     submissions: Arc<batch::Batcher<submit::BatchedSubmission, submit::Batched>>,
+    /// Keys whose first submission is being written, and the repeats waiting for it.
+    keys_in_flight: inflight::KeysInFlight,
     /// Replays: submissions whose key a committed job holds.
     replays: Arc<batch::Batcher<submit::Replay, Result<submit::Created, EngineError>>>,
     /// Completions of attempts.
@@ -86,6 +89,7 @@ impl Batches {
         let sizes = |kind: &str| metrics.batch_items.with_label_values(&[kind]);
         let tokens_store = store.clone();
         Batches {
+            keys_in_flight: inflight::KeysInFlight::default(),
             completions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("completions")), |items: Vec<commit::BatchedCompletion>| async move {
                 match items.first().map(|i| i.engine.clone()) {
                     Some(engine) => engine.complete_batch(items).await,

@@ -7,6 +7,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::batch::Settled;
+use super::inflight::Entry as KeyEntry;
 use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityView, JobKind, JobView, Scope};
@@ -85,9 +86,43 @@ impl Engine {
     }
 
     /// An activity job's submission: it shares one statement with concurrent ones (see
-    /// [`Engine::submit_batch`]); a taken key is judged as a replay.
+    /// [`Engine::submit_batch`]); a taken key is judged as a replay. A repeat of a key
+    /// whose first submission this engine is writing waits for it and is judged as a
+    /// replay without a place in a statement (see `inflight.rs`).
     #[allow(clippy::too_many_arguments)]
     async fn submit_activity_job(
+        &self,
+        rows: &Rows,
+        activity: &NewActivity,
+        attempt: &NewAttempt,
+        owner: &str,
+        key: &str,
+        fingerprint: &str,
+        who: &str,
+    ) -> Result<Created, EngineError> {
+        let first = match self.batches.keys_in_flight.enter(owner, key) {
+            Some(KeyEntry::Repeat(settled)) => {
+                self.metrics.repeat_waited();
+                if let Ok(true) = settled.await {
+                    return self.replay_taken(owner, key, fingerprint, who).await;
+                }
+                None
+            }
+            Some(KeyEntry::First(first)) => Some(first),
+            Some(KeyEntry::Joined) | None => None,
+        };
+        let submitted = self.insert_activity_job(rows, activity, attempt, owner, key, fingerprint, who).await;
+        if let Some(first) = first {
+            // Every answer but a failure means that a committed job holds the key.
+            first.settle(matches!(submitted, Ok(_) | Err(EngineError::IdempotencyKeyReused { .. })));
+        }
+        submitted
+    }
+
+    /// [`Engine::submit_activity_job`] once this submission is the first of its key in
+    /// flight here, or joins the first in its statement, or this is not known.
+    #[allow(clippy::too_many_arguments)]
+    async fn insert_activity_job(
         &self,
         rows: &Rows,
         activity: &NewActivity,
@@ -162,6 +197,8 @@ impl Engine {
                 }
             }
         }
+        // From here on, a repeat of these keys waits for this flush instead of joining it.
+        self.batches.keys_in_flight.writing(items.iter().map(|i| (i.rows.job.owner_id.as_str(), i.rows.job.idempotency_key.as_str())));
         let jobs: Vec<NewActivityJob> = groups
             .iter()
             .map(|(first, repeats)| {

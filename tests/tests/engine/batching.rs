@@ -374,3 +374,67 @@ rules! {
         }
     }
 }
+
+/// The value of a counter in the engine's metrics.
+async fn counter(engine: &Engine, name: &str) -> f64 {
+    let text = engine.metrics_text().await.expect("metrics");
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+/// Repeats of a key whose first submission is being written (its statement waits on a
+/// lock here) wait for it and are judged as replays, or refused, without a place in a
+/// submission statement; one job, one event per replay. (PostgreSQL: the lock that holds
+/// the statement is a table lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn repeats_of_a_key_being_written_wait_for_it_and_are_replays() {
+    use onceflow_tests::{Backend, TestDb};
+    let db = TestDb::new(Backend::Postgres).await;
+    let engine = db.engine();
+    let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
+    sqlx::query("BEGIN").execute(&mut locker).await.expect("begin");
+    sqlx::query("LOCK TABLE jobs IN SHARE MODE").execute(&mut locker).await.expect("lock jobs");
+    let submit = |input: serde_json::Value| {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.submit(ALICE, "k", &llm_job(input, quick_options())).await })
+    };
+    let first = submit(json!({ "n": 1 }));
+    // Wait until the first submission's statement waits on the lock.
+    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.count(waiting).await < 1 {
+        assert!(std::time::Instant::now() < deadline, "the first submission never reached its statement");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let repeats: Vec<_> = (0..5).map(|_| submit(json!({ "n": 1 }))).collect();
+    let other = submit(json!({ "n": 2 }));
+    // Wait until all six wait for the first (a state, not a time).
+    let metric = "onceflow_submission_repeats_waited_total";
+    while counter(&engine, metric).await < 6.0 {
+        assert!(std::time::Instant::now() < deadline, "the repeats never waited for the first");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    sqlx::query("COMMIT").execute(&mut locker).await.expect("release the lock");
+
+    let created = first.await.expect("task").expect("the first submission creates the job");
+    assert!(!created.replayed);
+    for repeat in repeats {
+        let replay = repeat.await.expect("task").expect("a repeat is answered");
+        assert!(replay.replayed, "a repeat of the same request is a replay");
+        assert_eq!(replay.job.id, created.job.id);
+        assert_eq!(replay.job.activities.len(), 1, "a replay shows the job as it is now");
+    }
+    match other.await.expect("task") {
+        Err(EngineError::IdempotencyKeyReused { job_id }) => assert_eq!(job_id, created.job.id),
+        answer => panic!("another request under the key must be refused, got {answer:?}"),
+    }
+    assert_eq!(db.count("SELECT count(*) FROM jobs").await, 1);
+    let events = event_types(&engine, created.job.id).await;
+    assert_eq!(events.iter().filter(|e| *e == "job_replayed").count(), 5, "one event per replay: {events:?}");
+    let (items, _) = batch_sizes(&engine, "submissions").await;
+    assert_eq!(items, 1.0, "only the first took a place in a submission statement");
+    db.assert_integrity().await;
+}
