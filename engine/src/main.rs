@@ -7,10 +7,26 @@ use onceflow_engine::cli::{run, Cli};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(threads) = cli.runtime_threads() {
+        runtime.worker_threads(threads);
+    }
+    let runtime = match runtime.build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("onceflow: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async_main(cli))
+}
+
+async fn async_main(cli: Cli) -> std::process::ExitCode {
     let telemetry = onceflow_engine::telemetry::init();
-    let outcome = run(Cli::parse()).await;
+    let outcome = run(cli).await;
     // Flushing spans blocks on the exporter's thread: off the async workers.
     let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     match outcome {

@@ -25,6 +25,8 @@ pub struct Metrics {
     live_attempts: IntGaugeVec,
     blocked_activities: IntGauge,
     oldest_unknown_age: IntGauge,
+    /// The async runtime's threads, set at scrape time.
+    runtime_threads: IntGauge,
     pub(crate) submit_seconds: Histogram,
     pub(crate) schedule_to_start_seconds: Histogram,
     pub(crate) attempt_seconds: Histogram,
@@ -85,6 +87,9 @@ impl Default for Metrics {
         for g in [&blocked_activities, &oldest_unknown_age] {
             registry.register(Box::new(g.clone())).unwrap_or_else(|e| panic!("register: {e}"));
         }
+        let runtime_threads = IntGauge::new("onceflow_runtime_threads", "Threads of this process's async runtime (`--threads`).")
+            .unwrap_or_else(|e| panic!("metric: {e}"));
+        registry.register(Box::new(runtime_threads.clone())).unwrap_or_else(|e| panic!("register: {e}"));
         Metrics {
             jobs_created: counter(&registry, "onceflow_jobs_created_total", "Jobs created by a submission."),
             jobs_replayed: counter(&registry, "onceflow_jobs_replayed_total", "Submissions answered with an existing job (same key, same request)."),
@@ -104,6 +109,7 @@ impl Default for Metrics {
             live_attempts,
             blocked_activities,
             oldest_unknown_age,
+            runtime_threads,
             registry,
         }
     }
@@ -169,6 +175,9 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            self.runtime_threads.set(i64::try_from(runtime.metrics().num_workers()).unwrap_or(i64::MAX));
+        }
         let mut buffer = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {
             tracing::warn!(error = %e, "metrics encoding failed");

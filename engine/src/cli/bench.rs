@@ -307,7 +307,11 @@ impl Bench {
     fn result(&self, workload: &str, jobs: u64, elapsed: Duration, extra: &str) -> f64 {
         let seconds = elapsed.as_secs_f64();
         let rate = jobs as f64 / seconds.max(1e-9);
-        println!("RESULT workload={workload} store={} jobs={jobs} seconds={seconds:.3} rate={rate:.1}{extra}", self.store);
+        println!(
+            "RESULT workload={workload} store={} jobs={jobs} seconds={seconds:.3} rate={rate:.1} threads={}{extra}",
+            self.store,
+            runtime_threads()
+        );
         rate
     }
 
@@ -814,6 +818,7 @@ impl WorkerProcess {
             .args(["--worker-id", &format!("bench-{}-{}", bench.run_id, names.workload)])
             .args(["--task-queue", &names.queue, "--activity", &names.activity])
             .args(["--concurrency", &bench.concurrency.to_string()])
+            .args(["--threads", &runtime_threads().to_string()])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
@@ -990,6 +995,12 @@ async fn stop_worker(worker: &Worker, task: WorkerTask) -> Result<(), String> {
 }
 
 /// The peak resident memory of this process in MB (`VmHWM`), where the system tells it.
+/// The threads of the runtime the bench runs on (`--threads`); its worker process gets
+/// as many.
+fn runtime_threads() -> usize {
+    tokio::runtime::Handle::try_current().map(|h| h.metrics().num_workers()).unwrap_or(1)
+}
+
 fn peak_rss_mb() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;

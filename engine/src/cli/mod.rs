@@ -21,8 +21,25 @@ use crate::Engine;
 #[derive(Parser, Debug)]
 #[command(name = "onceflow", version, about)]
 pub struct Cli {
+    /// Threads of the process's async runtime (at least 1). Default: one per CPU, except
+    /// `bench` (and its worker process): 1, which leaves the other cores to a
+    /// PostgreSQL on the same machine (see docs/performance.md).
+    #[arg(long, global = true, env = "ONCEFLOW_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     #[command(subcommand)]
     command: Command,
+}
+
+impl Cli {
+    /// The number of runtime threads this command runs on; `None` for the runtime's
+    /// default (one per CPU).
+    pub fn runtime_threads(&self) -> Option<usize> {
+        match (self.threads, &self.command) {
+            (Some(n), _) => Some(usize::from(n)),
+            (None, Command::Bench(_) | Command::BenchWorker(_)) => Some(1),
+            (None, _) => None,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]

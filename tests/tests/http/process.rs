@@ -1,10 +1,11 @@
-//! Real `onceflow serve` processes: killed with SIGKILL mid-lease, stopped with SIGTERM.
+//! Real `onceflow serve` processes: killed with SIGKILL mid-lease, stopped with SIGTERM,
+//! sized with `--threads`.
 
 use std::time::Duration;
 
 use onceflow_engine::model::Role;
 use onceflow_tests::rules;
-use onceflow_tests::server::ServerProcess;
+use onceflow_tests::server::{onceflow_binary, ServerProcess};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -54,5 +55,40 @@ rules! {
         assert!(answered.is_empty(), "the waiting poll got its (empty) answer rather than a dropped connection");
         let status = tokio::task::spawn_blocking(move || server.wait()).await.unwrap();
         assert!(status.success(), "a clean exit: {status:?}");
+    }
+
+    async fn serve_runs_on_the_threads_it_is_given_and_refuses_zero(db) {
+        let threads_of = |server: &ServerProcess| {
+            let api = server.api.clone();
+            async move {
+                let text = api.http.get(format!("{}/metrics", api.url)).send().await.unwrap().text().await.unwrap();
+                text.lines()
+                    .find_map(|l| l.strip_prefix("onceflow_runtime_threads "))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .unwrap_or_else(|| panic!("onceflow_runtime_threads in:\n{text}"))
+            }
+        };
+        for (given, expected) in [(["--threads", "3"], 3), (["--threads", "1"], 1)] {
+            let mut server = ServerProcess::start(&db.url(), &given).await;
+            assert_eq!(threads_of(&server).await, expected, "{given:?}");
+            server.signal(libc::SIGTERM);
+            assert!(tokio::task::spawn_blocking(move || server.wait()).await.unwrap().success());
+        }
+        // The environment variable does the same.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut server = ServerProcess::start_with_env(&db.url(), port, &[], &[("ONCEFLOW_THREADS", "2")]).await;
+        assert_eq!(threads_of(&server).await, 2);
+        server.signal(libc::SIGTERM);
+        assert!(tokio::task::spawn_blocking(move || server.wait()).await.unwrap().success());
+
+        let url = db.url();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(onceflow_binary())
+                .args(["serve", "--database-url", &url, "--bind", "127.0.0.1:0", "--threads", "0"])
+                .output()
+                .unwrap()
+        }).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("--threads"), "zero threads is refused by name: {stderr}");
     }
 }
