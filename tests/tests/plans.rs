@@ -255,3 +255,29 @@ async fn activity_job_claim_and_completion_add_no_job_index_entries() {
     assert_eq!(db.strings("SELECT status FROM jobs").await, ["succeeded"]);
     assert_eq!(entries().await, 1, "the winning result's update of the job wrote an index entry");
 }
+
+/// DESIGN.md's Scale-out: every table carries `owner_id` and every primary or unique key
+/// includes it, so the schema can be distributed by owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_unique_key_includes_the_owner() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let without_owner = db
+        .strings(
+            "SELECT c.relname::text FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace
+               AND c.relname NOT LIKE '\\_sqlx%'
+               AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'owner_id' AND NOT a.attisdropped)
+             ORDER BY 1",
+        )
+        .await;
+    assert_eq!(without_owner, Vec::<String>::new(), "tables without owner_id");
+    let unique_without_owner = db
+        .strings(
+            "SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
+             WHERE i.indisunique AND t.relnamespace = 'public'::regnamespace AND t.relname NOT LIKE '\\_sqlx%'
+               AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attname = 'owner_id'
+                                AND a.attnum = ANY (i.indkey::int2[]))
+             ORDER BY 1",
+        )
+        .await;
+    assert_eq!(unique_without_owner, Vec::<String>::new(), "unique keys without owner_id");
+}
