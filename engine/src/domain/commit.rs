@@ -135,13 +135,19 @@ impl Engine {
         Ok(self.complete_batch_and_claim_once(items, None).await?.0)
     }
 
-    /// Reports how several attempts ended and then, in the same transaction, hands out
-    /// attempts as [`Engine::claim`] does: one commit for a worker's whole cycle. Each
-    /// completion is judged exactly as [`Engine::complete`] judges it alone and answered
-    /// on its own; the claim never waits on a lock (`SKIP LOCKED`), so it adds no lock
-    /// cycle. A request [`Engine::claim`] would refuse is refused before any completion
-    /// is judged. If the shared transaction fails, the completions and the claim are
-    /// done apart, each with its own answer.
+    /// Reports how several attempts ended and hands out attempts as [`Engine::claim`]
+    /// does: a worker's whole cycle in one call. Each completion is judged exactly as
+    /// [`Engine::complete`] judges it alone and answered on its own; the claim never
+    /// waits on a lock (`SKIP LOCKED`), so it adds no lock cycle. A request
+    /// [`Engine::claim`] would refuse is refused before any completion is judged.
+    ///
+    /// Where the store runs write transactions at the same time
+    /// ([`Store::concurrent_writes`](crate::store::Store::concurrent_writes)), the
+    /// completions and the claim run at once, each in a transaction of its own: the claim
+    /// neither waits for the completions' locks nor sees work they schedule (the next
+    /// poll does). Otherwise both share one transaction, the claim last, so that it may
+    /// hand out what the completions scheduled. Either way, if the completions'
+    /// transaction fails they are done apart, each with its own answer.
     #[allow(clippy::type_complexity)]
     pub async fn complete_and_claim(
         &self,
@@ -155,7 +161,33 @@ impl Engine {
             .map(|(attempt_id, completion)| BatchedCompletion { engine: self.clone(), scope: scope.clone(), attempt_id: *attempt_id, completion: completion.clone() })
             .collect();
         self.metrics.batch_items.with_label_values(&["completions"]).observe(items.len() as f64);
-        match self.complete_batch_and_claim_once(&items, filter.as_ref()).await {
+        if self.store.concurrent_writes() {
+            // Two connections, two commits at once: the cycle takes as long as the longer
+            // of the two, not their sum (docs/performance.md, 2026-12-06, evening).
+            let claim = async {
+                match filter.as_ref() {
+                    Some(filter) => retry_transient!(self.claim_once(filter)),
+                    None => Ok(Vec::new()),
+                }
+            };
+            let (answers, tasks) = tokio::join!(self.complete_batched(scope, completions, &items, None), claim);
+            return Ok((answers.0, tasks));
+        }
+        Ok(self.complete_batched(scope, completions, &items, filter.as_ref()).await)
+    }
+
+    /// The completions `items` (the same as `completions`) in one transaction, followed in
+    /// it by the claim `claim`; if that transaction fails, each completion is done alone
+    /// and the claim in a transaction of its own.
+    #[allow(clippy::type_complexity)]
+    async fn complete_batched(
+        &self,
+        scope: &Scope,
+        completions: &[(Uuid, Completion)],
+        items: &[BatchedCompletion],
+        claim: Option<&ClaimFilter>,
+    ) -> (Vec<Result<CompletionOutcome, EngineError>>, Result<Vec<ActivityTask>, EngineError>) {
+        match self.complete_batch_and_claim_once(items, claim).await {
             Ok((settled, tasks)) => {
                 let mut answers = Vec::with_capacity(completions.len());
                 for ((attempt_id, completion), settled) in completions.iter().zip(settled) {
@@ -164,12 +196,16 @@ impl Engine {
                         None => retry_transient!(self.complete_once(scope, *attempt_id, completion)),
                     });
                 }
-                Ok((answers, Ok(tasks)))
+                (answers, Ok(tasks))
             }
             Err(e) => {
-                tracing::debug!(error = %e, completions = completions.len(), "completions with a claim failed; doing them apart");
+                tracing::debug!(error = %e, completions = completions.len(), "batched completions failed; doing them apart");
                 let answers = self.complete_many(scope, completions).await;
-                Ok((answers, self.claim(scope, request).await))
+                let tasks = match claim {
+                    Some(filter) => retry_transient!(self.claim_once(filter)),
+                    None => Ok(Vec::new()),
+                };
+                (answers, tasks)
             }
         }
     }

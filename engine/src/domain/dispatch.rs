@@ -55,7 +55,7 @@ impl Engine {
         }
     }
 
-    async fn claim_once(&self, filter: &ClaimFilter) -> Result<Vec<ActivityTask>, EngineError> {
+    pub(crate) async fn claim_once(&self, filter: &ClaimFilter) -> Result<Vec<ActivityTask>, EngineError> {
         let mut tx = self.begin().await?;
         let (tasks, events) = self.claim_in(tx.as_mut(), filter).await?;
         if tasks.is_empty() {

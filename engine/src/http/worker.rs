@@ -45,7 +45,7 @@ pub async fn poll(State(state): State<AppState>, caller: As<WorkerRole>, JsonBod
     request.validate()?;
     let carried = !body.completions.is_empty();
     if carried && body.workflows.is_empty() {
-        // The worker's whole cycle in one transaction: its completions, then its claim.
+        // The worker's whole cycle in one call: its completions and its claim.
         let (accepted, mut answers) = accept_completions(body.completions);
         let (judged, tasks) = state.engine.complete_and_claim(&scope, &accepted, &request).await?;
         let completions = answer_completions(&mut answers, judged);

@@ -510,6 +510,13 @@ pub trait Store: Send + Sync + 'static {
     /// Starts a transaction.
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx>>;
 
+    /// Whether write transactions begun at once run at the same time (`true`) or one
+    /// after another (a store with a single writer, `false`). The engine splits work it
+    /// may do in separate transactions only where they run at the same time.
+    fn concurrent_writes(&self) -> bool {
+        true
+    }
+
     /// [`StoreTx::insert_activity_job`] as a transaction of its own, committed when it
     /// inserted (a store may do it in one autocommit statement).
     async fn insert_activity_job_now(

@@ -309,14 +309,14 @@ rules! {
         }
     }
 
-    async fn workers_completing_and_claiming_in_one_transaction_take_each_attempt_once(db) {
+    async fn workers_completing_and_claiming_in_one_call_take_each_attempt_once(db) {
         let engine = db.engine();
         let n = 160;
         for i in 0..n {
             engine.submit(ALICE, &format!("cycle-{i}"), &llm_job(json!({ "i": i }), quick_options())).await.unwrap();
         }
         // 8 workers at once, each cycle completing what it took and claiming more in one
-        // transaction, with a forged completion in every cycle.
+        // call (on PostgreSQL, two transactions at once), with a forged completion in every cycle.
         let won = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let workers = (0..8).map(|w| {
             let engine = engine.clone();
@@ -437,4 +437,52 @@ async fn repeats_of_a_key_being_written_wait_for_it_and_are_replays() {
     let (items, _) = batch_sizes(&engine, "submissions").await;
     assert_eq!(items, 1.0, "only the first took a place in a submission statement");
     db.assert_integrity().await;
+}
+
+/// A worker's cycle on PostgreSQL: the claim runs beside the completions, on a
+/// connection of its own, so a completion waiting for its job's lock (an operator's
+/// transaction, say) does not hold up the worker's next tasks; once the lock is
+/// released the completion still wins by its own CAS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_polls_claim_is_not_held_up_by_its_completions() {
+    use onceflow_tests::{Backend, TestDb};
+    let db = TestDb::new(Backend::Postgres).await;
+    let engine = db.engine();
+    let held = held_jobs(&engine, 1).await;
+    let t = &held[0];
+    engine.submit(ALICE, "next", &llm_job(json!({ "next": true }), quick_options())).await.unwrap();
+    // Another transaction holds the completed attempt's job.
+    let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
+    sqlx::query("BEGIN").execute(&mut locker).await.expect("begin");
+    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE").bind(t.job_id).execute(&mut locker).await.expect("lock the job");
+    let cycle = {
+        let engine = engine.clone();
+        let completions = vec![(t.attempt_id, result_of(t, json!({ "text": "done" })))];
+        tokio::spawn(async move {
+            let request = onceflow_engine::ClaimRequest {
+                worker_id: "w1".to_owned(),
+                task_queue: "default".to_owned(),
+                providers: vec![("generate".to_owned(), "primary-llm".to_owned())],
+                max_tasks: 1,
+            };
+            engine.complete_and_claim(&owner(ALICE), &completions, &request).await
+        })
+    };
+    // The claim commits while the completion waits for the lock (states, not times).
+    onceflow_tests::wait_for("the completion to wait for its job's lock", std::time::Duration::from_secs(10), || async {
+        db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").await > 0
+    })
+    .await;
+    onceflow_tests::wait_for("the next job's attempt to start", std::time::Duration::from_secs(10), || async {
+        db.count("SELECT count(*) FROM attempts WHERE status = 'started'").await == 2
+    })
+    .await;
+    assert!(!cycle.is_finished(), "the completion cannot be judged while its job is held");
+    sqlx::query("COMMIT").execute(&mut locker).await.expect("release the job");
+    let (answers, tasks) = cycle.await.expect("the cycle's task").expect("the poll is valid");
+    assert_eq!(answers.into_iter().map(|a| a.map_err(|e| e.code())).collect::<Vec<_>>(), vec![Ok(CompletionOutcome::Won)]);
+    let tasks = tasks.expect("the claim succeeds");
+    assert_eq!(tasks.len(), 1);
+    assert_ne!(tasks[0].job_id, t.job_id);
+    assert_eq!(engine.job(&owner(ALICE), t.job_id).await.unwrap().status, JobStatus::Succeeded);
 }
