@@ -163,7 +163,7 @@ impl Engine {
         self.metrics.batch_items.with_label_values(&["completions"]).observe(items.len() as f64);
         if self.store.concurrent_writes() {
             // Two connections, two commits at once: the cycle takes as long as the longer
-            // of the two, not their sum (docs/performance.md, 2026-12-06, evening).
+            // of the two, not their sum (docs/performance.md, "2026-12-06, second session").
             let claim = async {
                 match filter.as_ref() {
                     Some(filter) => retry_transient!(self.claim_once(filter)),
