@@ -511,10 +511,10 @@ pub trait Store: Send + Sync + 'static {
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx>>;
 
     /// Whether write transactions begun at once run at the same time (`true`) or one
-    /// after another (a store with a single writer, `false`). The engine splits work it
-    /// may do in separate transactions only where they run at the same time.
+    /// after another (a store with a single writer, the default). The engine splits work
+    /// it may do in separate transactions only where they run at the same time.
     fn concurrent_writes(&self) -> bool {
-        true
+        false
     }
 
     /// [`StoreTx::insert_activity_job`] as a transaction of its own, committed when it

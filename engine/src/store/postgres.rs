@@ -449,6 +449,12 @@ impl Store for PgStore {
         Ok(Box::new(PgTx { tx: self.pool.begin_with(BEGIN_TRANSACTION_SQL).await?, bell: self.bell.clone(), wake: false }))
     }
 
+    /// Transactions on separate connections run at the same time, each under its own
+    /// row locks.
+    fn concurrent_writes(&self) -> bool {
+        true
+    }
+
     async fn insert_activity_job_now(
         &self,
         job: &NewJob,

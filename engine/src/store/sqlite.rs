@@ -361,11 +361,6 @@ impl Store for SqliteStore {
         Ok(Box::new(self.write().await?))
     }
 
-    /// One writer at a time: transactions begun at once queue behind each other.
-    fn concurrent_writes(&self) -> bool {
-        false
-    }
-
     async fn migrate(&self) -> StoreResult<()> {
         MIGRATOR.run(&self.pool).await?;
         Ok(())
