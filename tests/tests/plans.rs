@@ -7,7 +7,7 @@
 
 use onceflow_engine::store::postgres::{
     BEGIN_TRANSACTION_SQL, CLAIM_ATTEMPTS_SQL, CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DUE_TIMERS_SQL, EXPIRED_LEASES_SQL,
-    ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL, OVERDUE_SCHEDULED_SQL, REPLAY_JOBS_SQL,
+    ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, EXTEND_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL, OVERDUE_SCHEDULED_SQL, REPLAY_JOBS_SQL,
 };
 use onceflow_tests::{claim_one, llm_job, owner, quick_options, result_of, Backend, TestDb, ALICE};
 use serde_json::json;
@@ -105,6 +105,9 @@ async fn check_lookups_while_small(db: &TestDb) {
                 "ARRAY['alice', 'alice'], ARRAY[md5('j1')::uuid, md5('j2')::uuid]").await),
             ("view_attempts", "attempts_one_per_number", plan(db, mode, "atts", "text[], uuid[]", &ATTEMPTS_OF_ACTIVITIES_SQL,
                 "ARRAY['alice', 'alice'], ARRAY[md5('a1')::uuid, md5('a2')::uuid]").await),
+            ("heartbeats", "attempts_pkey", plan(db, mode, "beats", "uuid[], uuid[], text[], jsonb[]", EXTEND_LEASES_SQL,
+                "ARRAY[md5('t1')::uuid, md5('t2')::uuid], ARRAY[md5('x1')::uuid, md5('x2')::uuid], ARRAY['alice', NULL], \
+                 ARRAY['{}', NULL]::jsonb[]").await),
             // Run by the engine in its transactions only, so planned as they plan: each
             // row it updates is reached by the ctid it locked, never by a scan.
             ("batched_win", "Tid Scan on activities a ", plan_in_engine_transaction(db, mode, "win",

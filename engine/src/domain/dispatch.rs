@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityTask, AttemptStatus, Scope};
-use crate::store::{ClaimFilter, LeaseExtension, NewEvent, StoreTx};
+use crate::store::{ClaimFilter, LeaseExtension, LeaseRenewal, NewEvent, StoreTx};
 
 /// What a worker asks for.
 #[derive(Debug, Clone)]
@@ -141,9 +141,17 @@ impl Engine {
         lease_token: Uuid,
         details: Option<&Value>,
     ) -> Result<HeartbeatAck, EngineError> {
+        // The fast path, shared with concurrent heartbeats: one statement for all of them,
+        // each fenced by its own token.
+        let renewal = LeaseRenewal { owner: scope.owner().map(str::to_owned), attempt_id, token: lease_token, details: details.cloned() };
+        let extended = self.batches.heartbeats.call(renewal).await;
+        if extended == Some(true) {
+            return Ok(HeartbeatAck { cancel_requested: false });
+        }
         let location = self.store.locate_attempt(scope, attempt_id).await?.ok_or(EngineError::NotFound)?;
-        if self.store.extend_lease(&location, attempt_id, lease_token, details).await?
-            == LeaseExtension::Extended
+        // Not settled by the batch (it failed): the fast path alone.
+        if extended.is_none()
+            && self.store.extend_lease(&location, attempt_id, lease_token, details).await? == LeaseExtension::Extended
         {
             return Ok(HeartbeatAck { cancel_requested: false });
         }

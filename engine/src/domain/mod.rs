@@ -73,6 +73,8 @@ struct Batches {
     replays: Arc<batch::Batcher<submit::Replay, Result<submit::Created, EngineError>>>,
     /// Completions of attempts.
     completions: Arc<batch::Batcher<commit::BatchedCompletion, Result<crate::model::CompletionOutcome, EngineError>>>,
+    /// Heartbeats' fast path: whether each lease was extended.
+    heartbeats: Arc<batch::Batcher<crate::store::LeaseRenewal, bool>>,
 }
 
 /// At most this many flushes of one kind run at once. One, as group commit does: calls
@@ -88,6 +90,7 @@ impl Batches {
     fn new(store: &Arc<dyn Store>, metrics: &crate::metrics::Metrics) -> Self {
         let sizes = |kind: &str| metrics.batch_items.with_label_values(&[kind]);
         let tokens_store = store.clone();
+        let heartbeats_store = store.clone();
         Batches {
             keys_in_flight: inflight::KeysInFlight::default(),
             completions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("completions")), |items: Vec<commit::BatchedCompletion>| async move {
@@ -106,6 +109,19 @@ impl Batches {
                 match items.first().map(|i| i.engine.clone()) {
                     Some(engine) => engine.submit_batch(items).await,
                     None => Vec::new(),
+                }
+            }),
+            heartbeats: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("heartbeats")), move |renewals: Vec<crate::store::LeaseRenewal>| {
+                let store = heartbeats_store.clone();
+                async move {
+                    match store.extend_leases(&renewals).await {
+                        Ok(extended) if extended.len() == renewals.len() => extended.into_iter().map(Some).collect(),
+                        Ok(_) => renewals.iter().map(|_| None).collect(),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "batched heartbeats failed; each heartbeat goes alone");
+                            renewals.iter().map(|_| None).collect()
+                        }
+                    }
                 }
             }),
             tokens: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("tokens")), move |hashes: Vec<String>| {

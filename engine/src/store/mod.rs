@@ -360,6 +360,19 @@ pub struct LockedAttempt {
     pub contract: Option<Contract>,
 }
 
+/// One heartbeat's claim to extend a lease (see [`Store::extend_leases`]).
+#[derive(Debug, Clone)]
+pub struct LeaseRenewal {
+    /// Only an attempt of this owner is extended; `None`: of any owner.
+    pub owner: Option<String>,
+    /// The attempt.
+    pub attempt_id: Uuid,
+    /// The lease token the heartbeat presents.
+    pub token: Uuid,
+    /// Progress details to keep, if any (otherwise the last ones stay).
+    pub details: Option<Value>,
+}
+
 /// Where an attempt lives.
 #[derive(Debug, Clone)]
 pub struct AttemptLocation {
@@ -655,6 +668,29 @@ pub trait Store: Send + Sync + 'static {
         token: Uuid,
         details: Option<&Value>,
     ) -> StoreResult<LeaseExtension>;
+
+    /// The heartbeat fast path for many heartbeats at once: extends the lease of each
+    /// `started` attempt held by its renewal's token, within its renewal's owner, exactly
+    /// as [`Store::extend_lease`] does one; answers, per renewal and in order, whether it
+    /// was extended. A renewal that was not (wrong token, not `started`, not found) is
+    /// left unchanged, whatever the others in the call. A store may do this one renewal at
+    /// a time (the default) or in one statement.
+    async fn extend_leases(&self, renewals: &[LeaseRenewal]) -> StoreResult<Vec<bool>> {
+        let mut extended = Vec::with_capacity(renewals.len());
+        for r in renewals {
+            let scope = match &r.owner {
+                Some(owner) => Scope::Owner(owner.clone()),
+                None => Scope::AllOwners,
+            };
+            extended.push(match self.locate_attempt(&scope, r.attempt_id).await? {
+                Some(location) => {
+                    self.extend_lease(&location, r.attempt_id, r.token, r.details.as_ref()).await? == LeaseExtension::Extended
+                }
+                None => false,
+            });
+        }
+        Ok(extended)
+    }
 
     /// Registers (or confirms, making it current again) an output contract.
     async fn register_contract(&self, contract: &Contract) -> StoreResult<()>;

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, LockedAttempt, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ReplayedJob, ScheduleRow, Store,
+    LeaseExtension, LeaseRenewal, LockedAttempt, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ReplayedJob, ScheduleRow, Store,
     StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
@@ -762,6 +762,41 @@ impl Store for PgStore {
         })
     }
 
+    async fn extend_leases(&self, renewals: &[LeaseRenewal]) -> StoreResult<Vec<bool>> {
+        let mut ids = Vec::with_capacity(renewals.len());
+        let mut tokens = Vec::with_capacity(renewals.len());
+        let mut owners = Vec::with_capacity(renewals.len());
+        let mut details = Vec::with_capacity(renewals.len());
+        for r in renewals {
+            ids.push(r.attempt_id);
+            tokens.push(r.token);
+            owners.push(r.owner.clone());
+            details.push(r.details.clone());
+        }
+        let rows = sqlx::query(EXTEND_LEASES_SQL)
+            .bind(&ids)
+            .bind(&tokens)
+            .bind(&owners)
+            .bind(&details)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut extended = Vec::with_capacity(rows.len());
+        for row in rows {
+            extended.push((row.try_get::<Uuid, _>("id")?, row.try_get::<Uuid, _>("lease_token")?, row.try_get::<String, _>("owner_id")?));
+        }
+        // A renewal counts only with the token and the owner it presented: one with a wrong
+        // token, or from another owner's scope, for an attempt another renewal extended was
+        // not extended (and must not learn that it exists).
+        Ok(renewals
+            .iter()
+            .map(|r| {
+                extended.iter().any(|(id, token, owner)| {
+                    *id == r.attempt_id && *token == r.token && r.owner.as_deref().is_none_or(|o| o == owner)
+                })
+            })
+            .collect())
+    }
+
     async fn register_contract(&self, contract: &Contract) -> StoreResult<()> {
         // Registering a known schema again makes it the current contract again.
         sqlx::query(
@@ -1161,6 +1196,41 @@ pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
 //   cached generic plan, so PostgreSQL settles on that plan after a few calls instead of
 //   planning again on every call (planning cost more than running them).
 // tests/plans.rs checks both on small and large tables.
+
+/// The heartbeat fast path, batched: extends the leases of attempts `$1[i]` held by tokens
+/// `$2[i]`, each within owner `$3[i]` (NULL: any), keeping details `$4[i]` (NULL: the last
+/// ones); answers the extended attempts with their tokens. One index probe per attempt
+/// (see ARRAY_LOOKUPS); each row updated is reached by its ctid.
+pub const EXTEND_LEASES_SQL: &str = "
+    WITH found AS MATERIALIZED (
+        SELECT f.row_ctid, ($2::uuid[])[k.i] AS token, ($4::jsonb[])[k.i] AS details,
+               f.heartbeat_timeout_s, f.start_to_close_timeout_s
+        FROM generate_subscripts($1::uuid[], 1) AS k(i)
+        CROSS JOIN LATERAL (
+            SELECT t.ctid AS row_ctid,
+                   (x.options->>'heartbeat_timeout_s')::float8 AS heartbeat_timeout_s,
+                   (x.options->>'start_to_close_timeout_s')::float8 AS start_to_close_timeout_s
+            FROM attempts t
+            -- An activity's options never change after it is created.
+            CROSS JOIN LATERAL (
+                SELECT x.options FROM activities x WHERE x.owner_id = t.owner_id AND x.id = t.activity_id OFFSET 0
+            ) x
+            -- Owner isolation: an attempt outside the renewal's owner is not found.
+            WHERE t.id = ($1::uuid[])[k.i] AND (t.owner_id = ($3::text[])[k.i]) IS NOT FALSE
+            OFFSET 0
+        ) f
+    )
+    -- Fencing (invariant 5): only the holder of the lease token of a started attempt
+    -- extends its lease, never past start-to-close; checked on the row as it is now.
+    UPDATE attempts t
+    SET heartbeat_at = now(),
+        heartbeat_details = COALESCE(f.details, t.heartbeat_details),
+        lease_expires_at = LEAST(
+            now() + make_interval(secs => f.heartbeat_timeout_s),
+            t.started_at + make_interval(secs => f.start_to_close_timeout_s))
+    FROM found f
+    WHERE t.ctid = f.row_ctid AND t.lease_token = f.token AND t.status = 'started'
+    RETURNING t.id, t.lease_token, t.owner_id";
 
 /// Views: the activities of the jobs (owner `$1[i]`, job `$2[i]`), by job and position;
 /// one index probe per job (see ARRAY_LOOKUPS).

@@ -8,7 +8,7 @@ use futures::future::join_all;
 use onceflow_engine::model::{AttemptStatus, CompletionOutcome, JobStatus, Scope};
 use onceflow_engine::store::WinningResult;
 use onceflow_engine::{Completion, CompletionBody, Engine, EngineError};
-use onceflow_tests::{claim, error_of, event_types, llm_job, owner, quick_options, result_of, rules, text_schema, ALICE};
+use onceflow_tests::{attempt_view, claim, error_of, event_types, llm_job, owner, quick_options, result_of, rules, text_schema, ALICE};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -372,6 +372,53 @@ rules! {
             assert_eq!(job.status, JobStatus::Succeeded);
             assert_eq!(event_types(&engine, job.id).await.iter().filter(|e| *e == "attempt_started").count(), 1);
         }
+    }
+
+    async fn heartbeats_sent_together_are_each_judged_by_their_own_token_and_owner(db) {
+        // Heartbeats that arrive at once share the fast path's statement; each is still
+        // fenced by its own token, its owner and its attempt's status, and answered alone.
+        let engine = db.engine();
+        let n = 12;
+        for i in 0..n {
+            engine.submit(ALICE, &format!("k{i}"), &llm_job(json!({}), quick_options())).await.unwrap();
+        }
+        let tasks = claim(&engine, &owner(ALICE), "w1", "primary-llm", n as u32).await;
+        assert_eq!(tasks.len(), n);
+        engine.cancel_attempt("ops", tasks[0].attempt_id, "stop").await.unwrap();
+        let forged = Uuid::new_v4();
+        // Per attempt: its holder (progress i), a stale writer with a wrong token, and the
+        // holder's token presented in another owner's scope; and an attempt that does not exist.
+        let mut calls = Vec::new();
+        for (i, t) in tasks.iter().enumerate() {
+            let holder = if i == 0 { "cancel_requested" } else { "extended" };
+            calls.push((t.attempt_id, t.lease_token, owner(ALICE), json!({"n": i}), holder));
+            calls.push((t.attempt_id, forged, owner(ALICE), json!({"forged": i}), "lease_lost"));
+            calls.push((t.attempt_id, t.lease_token, owner("bob"), json!({"foreign": i}), "not_found"));
+        }
+        calls.push((Uuid::new_v4(), forged, owner(ALICE), json!({"missing": true}), "not_found"));
+        let answers = join_all(calls.iter().map(|(id, token, scope, details, _)| engine.heartbeat(scope, *id, *token, Some(details)))).await;
+        for ((id, token, scope, _, expected), answer) in calls.iter().zip(&answers) {
+            let got = match answer {
+                Ok(ack) if ack.cancel_requested => "cancel_requested",
+                Ok(_) => "extended",
+                Err(e) => e.code(),
+            };
+            assert_eq!(got, *expected, "heartbeat of {id} with token {token} in {scope:?}");
+        }
+        // Only the holders' heartbeats changed anything.
+        let kept = db.count("SELECT count(*) FROM attempts WHERE CAST(heartbeat_details AS TEXT) LIKE '%\"n\"%'").await;
+        assert_eq!(kept, n as i64 - 1, "every started attempt keeps its holder's progress");
+        let stale = db.count("SELECT count(*) FROM attempts WHERE CAST(heartbeat_details AS TEXT) LIKE '%forged%' \
+            OR CAST(heartbeat_details AS TEXT) LIKE '%foreign%' OR CAST(heartbeat_details AS TEXT) LIKE '%missing%'").await;
+        assert_eq!(stale, 0, "no stale or foreign heartbeat wrote");
+        for t in &tasks[1..] {
+            let view = attempt_view(&engine, t.job_id, t.attempt_id).await;
+            assert_eq!(view.status, AttemptStatus::Started);
+            assert!(view.heartbeat_at >= view.started_at, "the lease was renewed");
+        }
+        assert_eq!(attempt_view(&engine, tasks[0].job_id, tasks[0].attempt_id).await.status, AttemptStatus::Cancelled);
+        let (items, flushes) = batch_sizes(&engine, "heartbeats").await;
+        assert!(flushes > 0.0 && items > flushes, "concurrent heartbeats shared flushes: {items} items in {flushes} flushes");
     }
 }
 
