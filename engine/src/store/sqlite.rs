@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store,
+    LeaseExtension, LeaseRenewal, NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store,
     StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
@@ -547,37 +547,20 @@ impl Store for SqliteStore {
         details: Option<&Value>,
     ) -> StoreResult<LeaseExtension> {
         let mut tx = self.write().await?;
-        let row = sqlx::query(
-            "SELECT t.started_at, a.options FROM attempts t
-             JOIN activities a ON a.owner_id = t.owner_id AND a.id = t.activity_id
-             WHERE t.owner_id = ? AND t.id = ? AND t.lease_token = ? AND t.status = 'started'",
-        )
-        .bind(&location.owner_id)
-        .bind(attempt_id.to_string())
-        .bind(token.to_string())
-        .fetch_optional(&mut *tx.tx)
-        .await?;
-        let Some(row) = row else { return Ok(LeaseExtension::NotExtended) };
-        let options: ActivityOptions =
-            serde_json::from_value(json(&row, "options")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let started: i64 = row.try_get::<Option<i64>, _>("started_at")?.unwrap_or(tx.now);
-        // Fencing (invariant 5): only the holder of the lease token of a started attempt
-        // extends its lease, never past start-to-close.
-        let done = sqlx::query(
-            "UPDATE attempts SET heartbeat_at = ?, heartbeat_details = COALESCE(?, heartbeat_details), lease_expires_at = ?
-             WHERE owner_id = ? AND id = ? AND lease_token = ? AND status = 'started'",
-        )
-        .bind(tx.now)
-        .bind(details.map(|d| d.to_string()))
-        .bind(lease_until(&options, tx.now, started))
-        .bind(&location.owner_id)
-        .bind(attempt_id.to_string())
-        .bind(token.to_string())
-        .execute(&mut *tx.tx)
-        .await?;
-        let extended = done.rows_affected() == 1;
+        let extended = extend_lease_in(&mut tx, Some(&location.owner_id), attempt_id, token, details).await?;
         Box::new(tx).commit().await?;
         Ok(if extended { LeaseExtension::Extended } else { LeaseExtension::NotExtended })
+    }
+
+    async fn extend_leases(&self, renewals: &[LeaseRenewal]) -> StoreResult<Vec<bool>> {
+        // One write transaction, one commit, for all of them; each fenced on its own.
+        let mut tx = self.write().await?;
+        let mut extended = Vec::with_capacity(renewals.len());
+        for r in renewals {
+            extended.push(extend_lease_in(&mut tx, r.owner.as_deref(), r.attempt_id, r.token, r.details.as_ref()).await?);
+        }
+        Box::new(tx).commit().await?;
+        Ok(extended)
     }
 
     async fn register_contract(&self, contract: &Contract) -> StoreResult<()> {
@@ -717,6 +700,43 @@ impl Store for SqliteStore {
         }
     }
 }
+
+/// The heartbeat fast path in `tx`: extends the lease of attempt `attempt_id` if it is
+/// `started`, held by `token`, and of `owner` (any owner when `None`).
+async fn extend_lease_in(tx: &mut SqliteTx, owner: Option<&str>, attempt_id: Uuid, token: Uuid, details: Option<&Value>) -> StoreResult<bool> {
+    // Owner isolation: an attempt outside the owner is not found.
+    let row = sqlx::query(
+        "SELECT t.owner_id, t.started_at, a.options FROM attempts t
+         JOIN activities a ON a.owner_id = t.owner_id AND a.id = t.activity_id
+         WHERE t.id = ? AND (? IS NULL OR t.owner_id = ?) AND t.lease_token = ? AND t.status = 'started'",
+    )
+    .bind(attempt_id.to_string())
+    .bind(owner)
+    .bind(owner)
+    .bind(token.to_string())
+    .fetch_optional(&mut *tx.tx)
+    .await?;
+    let Some(row) = row else { return Ok(false) };
+    let owner_id: String = row.try_get("owner_id")?;
+    let options: ActivityOptions = serde_json::from_value(json(&row, "options")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let started: i64 = row.try_get::<Option<i64>, _>("started_at")?.unwrap_or(tx.now);
+    // Fencing (invariant 5): only the holder of the lease token of a started attempt
+    // extends its lease, never past start-to-close.
+    let done = sqlx::query(
+        "UPDATE attempts SET heartbeat_at = ?, heartbeat_details = COALESCE(?, heartbeat_details), lease_expires_at = ?
+         WHERE owner_id = ? AND id = ? AND lease_token = ? AND status = 'started'",
+    )
+    .bind(tx.now)
+    .bind(details.map(|d| d.to_string()))
+    .bind(lease_until(&options, tx.now, started))
+    .bind(&owner_id)
+    .bind(attempt_id.to_string())
+    .bind(token.to_string())
+    .execute(&mut *tx.tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 
 /// A SQLite write transaction (`BEGIN IMMEDIATE`).
 pub struct SqliteTx {
