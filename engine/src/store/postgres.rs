@@ -1199,8 +1199,9 @@ pub static LOCK_JOBS_OF_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
 
 /// The heartbeat fast path, batched: extends the leases of attempts `$1[i]` held by tokens
 /// `$2[i]`, each within owner `$3[i]` (NULL: any), keeping details `$4[i]` (NULL: the last
-/// ones); answers the extended attempts with their tokens. One index probe per attempt
-/// (see ARRAY_LOOKUPS); each row updated is reached by its ctid.
+/// ones); answers the extended attempts with their tokens and owners. One index probe per
+/// attempt (see ARRAY_LOOKUPS); each row updated is reached by the ctid it locked; an
+/// attempt another transaction holds is skipped, never waited for.
 pub const EXTEND_LEASES_SQL: &str = "
     WITH found AS MATERIALIZED (
         SELECT f.row_ctid, ($2::uuid[])[k.i] AS token, ($4::jsonb[])[k.i] AS details,
@@ -1217,7 +1218,10 @@ pub const EXTEND_LEASES_SQL: &str = "
             ) x
             -- Owner isolation: an attempt outside the renewal's owner is not found.
             WHERE t.id = ($1::uuid[])[k.i] AND (t.owner_id = ($3::text[])[k.i]) IS NOT FALSE
+            -- An attempt another transaction holds is left to the single path, which
+            -- waits for it alone: the others' leases are not held up behind it.
             OFFSET 0
+            FOR UPDATE OF t SKIP LOCKED
         ) f
     )
     -- Fencing (invariant 5): only the holder of the lease token of a started attempt

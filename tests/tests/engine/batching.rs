@@ -533,3 +533,37 @@ async fn a_polls_claim_is_not_held_up_by_its_completions() {
     assert_ne!(tasks[0].job_id, t.job_id);
     assert_eq!(engine.job(&owner(ALICE), t.job_id).await.unwrap().status, JobStatus::Succeeded);
 }
+
+/// Heartbeats share a statement, but one whose attempt another transaction holds (an
+/// operator's cancel, a completion) does not hold up the others: it is left to the single
+/// path, which waits for that attempt alone and then extends its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_heartbeat_waiting_for_its_attempt_does_not_hold_up_the_others() {
+    use onceflow_tests::{Backend, TestDb};
+    let db = TestDb::new(Backend::Postgres).await;
+    let engine = db.engine();
+    let held = held_jobs(&engine, 6).await;
+    let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
+    sqlx::query("BEGIN").execute(&mut locker).await.expect("begin");
+    sqlx::query("SELECT 1 FROM attempts WHERE id = $1 FOR UPDATE").bind(held[0].attempt_id).execute(&mut locker).await.expect("lock the attempt");
+    let waiting = {
+        let (engine, t) = (engine.clone(), held[0].clone());
+        tokio::spawn(async move { engine.heartbeat(&owner(ALICE), t.attempt_id, t.lease_token, Some(&json!({ "held": true }))).await })
+    };
+    onceflow_tests::wait_for("the held attempt's heartbeat to wait for its row", std::time::Duration::from_secs(10), || async {
+        db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").await > 0
+    })
+    .await;
+    // The others are answered while that one still waits (states, not times: they could
+    // not finish at all if they queued behind it).
+    let (alice, other) = (owner(ALICE), json!({ "other": true }));
+    let others = join_all(held[1..].iter().map(|t| engine.heartbeat(&alice, t.attempt_id, t.lease_token, Some(&other))));
+    let others = tokio::time::timeout(std::time::Duration::from_secs(30), others).await.expect("the other heartbeats are answered while one attempt is held");
+    assert!(others.iter().all(|a| matches!(a, Ok(ack) if !ack.cancel_requested)), "{others:?}");
+    assert!(!waiting.is_finished(), "the held attempt's heartbeat waits for its row");
+    sqlx::query("COMMIT").execute(&mut locker).await.expect("release the attempt");
+    let ack = waiting.await.expect("the heartbeat's task").expect("its lease is extended once the row is free");
+    assert!(!ack.cancel_requested);
+    let written = db.count("SELECT count(*) FROM attempts WHERE CAST(heartbeat_details AS TEXT) LIKE '%held%'").await;
+    assert_eq!(written, 1, "the held attempt's heartbeat wrote once it could");
+}
