@@ -108,8 +108,36 @@ impl PgStore {
     /// but a lookup over an array of keys is estimated at a thousand rows (the planner's
     /// guess for `generate_subscripts`), which can pass `jit_above_cost` and spend 20–30 ms
     /// compiling a statement that runs in 0.1 ms (seen on replays).
+    ///
+    /// The pool never asks for more connections than the server has room for when it
+    /// starts: a pool larger than that would, under load, keep retrying refused connections
+    /// (`too many clients`) until its acquire timeout and answer `unavailable`, although
+    /// the connections it has could serve every request in turn. A larger request is
+    /// lowered to the room left (with a warning); see [`connection_room`].
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
         let options = PgConnectOptions::from_str(url)?.options([("jit", "off")]);
+        let max_connections = {
+            use sqlx::Connection;
+            let mut probe = sqlx::PgConnection::connect_with(&options).await?;
+            let room = connection_room(&mut probe).await;
+            probe.close().await.ok();
+            match room {
+                Ok(room) if room < max_connections => {
+                    let lowered = room.max(1);
+                    tracing::warn!(
+                        requested = max_connections,
+                        pool = lowered,
+                        "the database server has room for fewer connections than requested; the pool is lowered to fit"
+                    );
+                    lowered
+                }
+                Ok(_) => max_connections,
+                Err(e) => {
+                    tracing::debug!(error = %e, "could not read the server's connection limit; the pool keeps its size");
+                    max_connections
+                }
+            }
+        };
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(std::time::Duration::from_secs(10))
@@ -133,6 +161,24 @@ impl PgStore {
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+}
+
+/// How many more connections the server behind `conn` admits for this role now: its
+/// `max_connections`, less the slots reserved for superusers (unless the role is one),
+/// and (PostgreSQL 16 on) for `pg_use_reserved_connections`, less the sessions already open, counting `conn` as free (it is about to close).
+pub async fn connection_room(conn: &mut sqlx::PgConnection) -> StoreResult<u32> {
+    // Sessions in pg_stat_activity include background workers, which take no client slot.
+    let room: i64 = sqlx::query_scalar(
+        "SELECT current_setting('max_connections')::int
+              - CASE WHEN (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN 0
+                     ELSE current_setting('superuser_reserved_connections')::int
+                        + coalesce(current_setting('reserved_connections', true)::int, 0) END
+              - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')
+              + 1",
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(u32::try_from(room.max(0)).unwrap_or(u32::MAX))
 }
 
 const JOB_COLUMNS: &str = "owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, \
