@@ -1,5 +1,6 @@
 //! Background loops that run inside `onceflow serve`: the lease reaper, the scheduler
-//! (cron ticks), and the listener that wakes long-polls when work is scheduled. Every loop is safe to run in any number
+//! (cron ticks), retention (when set), and the listener that wakes long-polls when work
+//! is scheduled. Every loop is safe to run in any number
 //! of processes at once; the wake-ups are hints, never needed for correctness.
 
 use std::time::Duration;
@@ -9,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Engine;
 
-/// Starts the loops; they stop when `shutdown` is cancelled.
-pub fn spawn(engine: &Engine, reaper_interval: Duration, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
+/// Starts the loops; they stop when `shutdown` is cancelled. With a `retention`, finished
+/// jobs older than it are pruned every [`retention_interval`].
+pub fn spawn(engine: &Engine, reaper_interval: Duration, retention: Option<Duration>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
     let reaper = {
         let engine = engine.clone();
         let shutdown = shutdown.clone();
@@ -35,11 +37,41 @@ pub fn spawn(engine: &Engine, reaper_interval: Duration, shutdown: CancellationT
         let shutdown = shutdown.clone();
         tokio::spawn(async move { run_scheduler(engine, shutdown).await })
     };
+    let mut loops = vec![reaper, scheduler];
+    if let Some(retention) = retention {
+        let engine = engine.clone();
+        let shutdown = shutdown.clone();
+        loops.push(tokio::spawn(async move { run_retention(engine, retention, shutdown).await }));
+    }
     let listener = {
         let engine = engine.clone();
         tokio::spawn(async move { engine.listen_for_work(shutdown).await })
     };
-    vec![reaper, scheduler, listener]
+    loops.push(listener);
+    loops
+}
+
+/// How often retention runs: a quarter of the retention, between 1 s and 1 min, so a job
+/// is deleted at most that long after its time is up.
+pub fn retention_interval(retention: Duration) -> Duration {
+    (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
+}
+
+/// Prunes finished jobs past `retention` at once and then every [`retention_interval`],
+/// until `shutdown`.
+async fn run_retention(engine: Engine, retention: Duration, shutdown: CancellationToken) {
+    let interval = retention_interval(retention);
+    loop {
+        match engine.prune_finished_jobs(retention, crate::domain::PRUNE_BATCH).await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(pruned, retention_s = retention.as_secs(), "retention pass deleted finished jobs"),
+            Err(e) => tracing::warn!(error = %e, "retention pass failed; retrying next interval"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
 }
 
 /// The longest the scheduler sleeps between passes: a schedule created or resumed by

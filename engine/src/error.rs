@@ -20,13 +20,19 @@ pub enum StoreError {
     /// A row held a value the domain does not know (e.g. an unknown status word).
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// The job holding an idempotency key was pruned (retention) while a submission of
+    /// that key was being judged: the key is free again, and submitting again creates a
+    /// new job.
+    #[error("the job holding the idempotency key was pruned meanwhile")]
+    KeyReleased,
 }
 
 impl StoreError {
     /// Whether retrying the whole transaction may succeed (deadlock or serialization
-    /// failure detected by the database).
+    /// failure detected by the database, or a key released by retention meanwhile).
     pub fn is_transient(&self) -> bool {
         match self {
+            StoreError::KeyReleased => true,
             StoreError::Database(sqlx::Error::Database(db)) => {
                 matches!(db.code().as_deref(), Some("40001") | Some("40P01"))
             }

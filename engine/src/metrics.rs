@@ -14,6 +14,7 @@ pub struct Metrics {
     jobs_replayed: IntCounter,
     idempotency_conflicts: IntCounter,
     repeats_waited: IntCounter,
+    jobs_pruned: IntCounter,
     attempts_finished: IntCounterVec,
     race_lost: IntCounter,
     heartbeat_lost: IntCounter,
@@ -95,6 +96,7 @@ impl Default for Metrics {
             jobs_replayed: counter(&registry, "onceflow_jobs_replayed_total", "Submissions answered with an existing job (same key, same request)."),
             idempotency_conflicts: counter(&registry, "onceflow_idempotency_conflicts_total", "Submissions refused: the key was used for a different request."),
             repeats_waited: counter(&registry, "onceflow_submission_repeats_waited_total", "Submissions that waited for the first submission of their key, in flight on the same engine, and were judged as replays without a place in a submission statement."),
+            jobs_pruned: counter(&registry, "onceflow_jobs_pruned_total", "Finished jobs deleted by retention (with their activities, attempts, events and timers)."),
             race_lost: counter(&registry, "onceflow_race_lost_total", "Results discarded because another attempt had won (or the job was closed)."),
             heartbeat_lost: counter(&registry, "onceflow_heartbeat_lost_total", "Started attempts whose lease expired (now unknown)."),
             failovers: counter(&registry, "onceflow_failovers_total", "Automatic moves to the next certified provider."),
@@ -124,6 +126,11 @@ impl Metrics {
     /// Counts a submission that waited for the first of its key in flight.
     pub(crate) fn repeat_waited(&self) {
         self.repeats_waited.inc();
+    }
+
+    /// Counts jobs deleted by retention.
+    pub(crate) fn pruned(&self, jobs: u64) {
+        self.jobs_pruned.inc_by(jobs);
     }
 
     /// Counts a refused reuse of an idempotency key.

@@ -12,6 +12,7 @@ mod engine {
     mod intervene;
     mod isolation;
     mod leases;
+    mod retention;
     mod schedules;
     mod store_guards;
 }

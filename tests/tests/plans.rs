@@ -7,7 +7,7 @@
 
 use onceflow_engine::store::postgres::{
     BEGIN_TRANSACTION_SQL, CLAIM_ATTEMPTS_SQL, CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DUE_TIMERS_SQL, EXPIRED_LEASES_SQL,
-    ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, EXTEND_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL, OVERDUE_SCHEDULED_SQL, REPLAY_JOBS_SQL,
+    ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, DELETE_PRUNED_JOBS_SQL, EXTEND_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL, LOCK_PRUNABLE_JOBS_SQL, OVERDUE_SCHEDULED_SQL, REPLAY_JOBS_SQL,
 };
 use onceflow_tests::{claim_one, llm_job, owner, quick_options, result_of, Backend, TestDb, ALICE};
 use serde_json::json;
@@ -62,6 +62,11 @@ async fn check_plans(db: &TestDb, when: &str) {
             ("reaper", plan(db, mode, "reaper", "bigint", &EXPIRED_LEASES_SQL, "200").await),
             ("expiry", plan(db, mode, "expiry", "bigint", &OVERDUE_SCHEDULED_SQL, "200").await),
             ("timers", plan(db, mode, "timers", "bigint", &DUE_TIMERS_SQL, "200").await),
+            // Retention walks job ids (UUIDv7) up to the cutoff; it never reads the whole
+            // history, and deletes each job's rows through their keys.
+            ("retention", plan(db, mode, "retention", "float8, bigint", LOCK_PRUNABLE_JOBS_SQL, "86400, 500").await),
+            ("retention_delete", plan(db, mode, "retention_delete", "text[], uuid[]", DELETE_PRUNED_JOBS_SQL,
+                "ARRAY['history', 'history'], ARRAY[md5('j1')::uuid, md5('j2')::uuid]").await),
         ];
         for (name, plan) in &plans {
             for table in ["attempts", "jobs", "timers", "activities"] {
@@ -83,9 +88,13 @@ async fn check_plans(db: &TestDb, when: &str) {
             ("reaper", "attempts_lease_expiry"),
             ("expiry", "attempts_start_deadline"),
             ("timers", "timers_due"),
+            ("retention", "jobs_id_unique"),
         ] {
             assert!(find(name).contains(index), "{name} ({when}, {mode}) uses {index}:\n{}", find(name));
         }
+        // Retention's delete reaches each job by its key, whichever unique index holds it.
+        let delete = find("retention_delete");
+        assert!(delete.contains("jobs_pkey on jobs") || delete.contains("jobs_id_unique on jobs"), "retention_delete ({when}, {mode}):\n{delete}");
     }
 }
 

@@ -21,7 +21,14 @@ const TOKEN_VARS: [(&str, Role, &str); 4] = [
 ];
 
 /// Runs the dev server until Ctrl-C / SIGTERM.
-pub async fn run(dir: &Path, bind: std::net::SocketAddr, demo: bool, reaper_interval: Duration, shutdown: CancellationToken) -> Result<(), String> {
+pub async fn run(
+    dir: &Path,
+    bind: std::net::SocketAddr,
+    demo: bool,
+    reaper_interval: Duration,
+    retention: Option<Duration>,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let db_path = dir.join("dev.db");
     let url = format!("sqlite://{}", db_path.display());
@@ -40,7 +47,7 @@ pub async fn run(dir: &Path, bind: std::net::SocketAddr, demo: bool, reaper_inte
     }
     println!("written to {} (`source {}` before running the examples)", dir.join("tokens.env").display(), dir.join("tokens.env").display());
 
-    let config = ServerConfig { bind, reaper_interval, ..ServerConfig::default() };
+    let config = ServerConfig { bind, reaper_interval, retention, ..ServerConfig::default() };
     let server = tokio::spawn(crate::http::serve_on(listener, engine, config, shutdown.clone()));
     if demo {
         let worker_token = tokens.iter().find(|(n, _)| *n == "ONCEFLOW_WORKER_TOKEN").map(|(_, t)| t.clone()).unwrap_or_default();

@@ -101,6 +101,20 @@ struct ServeArgs {
     /// Database connections in the pool.
     #[arg(long, default_value_t = 20)]
     max_connections: u32,
+    /// Delete finished jobs this long after they finished (e.g. `30d`, `12h`), with their
+    /// activities, attempts and events; their idempotency keys are free again afterwards.
+    /// Without it, jobs are kept for ever.
+    #[arg(long, value_parser = retention_arg)]
+    retention: Option<Duration>,
+}
+
+/// A retention period: a positive duration such as `30d`, `12h`, `90m` or `1h 30m`.
+fn retention_arg(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
+        Ok(_) => Err("a retention must be at least 1s".to_owned()),
+        Err(e) => Err(format!("{e} (expected a duration such as 30d, 12h or 90m)")),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -117,6 +131,10 @@ struct DevArgs {
     /// How often the lease reaper runs.
     #[arg(long, default_value_t = 1000)]
     reaper_interval_ms: u64,
+    /// Delete finished jobs this long after they finished (e.g. `7d`); kept for ever
+    /// without it.
+    #[arg(long, value_parser = retention_arg)]
+    retention: Option<Duration>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -233,7 +251,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Dev(args) => {
             let shutdown = CancellationToken::new();
             tokio::spawn(stop_on_signal(shutdown.clone()));
-            dev::run(&args.dir, args.bind, args.demo, Duration::from_millis(args.reaper_interval_ms.max(10)), shutdown).await
+            dev::run(&args.dir, args.bind, args.demo, Duration::from_millis(args.reaper_interval_ms.max(10)), args.retention, shutdown).await
         }
         Command::Serve(args) => serve(args).await,
         Command::Migrate(args) => {
@@ -274,6 +292,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         body_limit_bytes: args.body_limit_bytes,
         request_timeout: Duration::from_millis(args.request_timeout_ms),
         reaper_interval: Duration::from_millis(args.reaper_interval_ms.max(10)),
+        retention: args.retention,
         ..ServerConfig::default()
     };
     let listener = tokio::net::TcpListener::bind(config.bind).await.map_err(|e| format!("cannot listen on {}: {e}", config.bind))?;

@@ -41,26 +41,32 @@ impl Engine {
         request.validate()?;
         let fingerprint = request.fingerprint();
         let timer = self.metrics.submit_seconds.start_timer();
-        let created = retry_transient!(self.submit_once(owner, idempotency_key, request, &fingerprint));
-        timer.observe_duration();
-        match &created {
-            Ok(Created::New(_)) => self.metrics.submitted(false),
-            Ok(Created::Replayed(_) | Created::ReplayedView(_)) => self.metrics.submitted(true),
-            Err(EngineError::IdempotencyKeyReused { .. }) => self.metrics.conflict(),
-            Err(_) => {}
-        }
-        match created? {
-            Created::New(job) => Ok(Submission { job: *job, replayed: false }),
-            Created::ReplayedView(job) => Ok(Submission { job: *job, replayed: true }),
-            // A replay answers the job as it is now.
-            Created::Replayed(job_id) => {
-                let job = self
-                    .store
-                    .job_view(&Scope::Owner(owner.to_owned()), job_id)
-                    .await?
-                    .ok_or(EngineError::NotFound)?;
-                Ok(Submission { job, replayed: true })
+        let mut released = 0;
+        loop {
+            let created = retry_transient!(self.submit_once(owner, idempotency_key, request, &fingerprint));
+            match &created {
+                Ok(Created::New(_)) => self.metrics.submitted(false),
+                Ok(Created::Replayed(_) | Created::ReplayedView(_)) => self.metrics.submitted(true),
+                Err(EngineError::IdempotencyKeyReused { .. }) => self.metrics.conflict(),
+                Err(_) => {}
             }
+            let submission = match created? {
+                Created::New(job) => Submission { job: *job, replayed: false },
+                Created::ReplayedView(job) => Submission { job: *job, replayed: true },
+                // A replay answers the job as it is now.
+                Created::Replayed(job_id) => match self.store.job_view(&Scope::Owner(owner.to_owned()), job_id).await? {
+                    Some(job) => Submission { job, replayed: true },
+                    // Retention pruned the job right after this replay: the key is free,
+                    // and this submission now creates a new job.
+                    None if released < 3 => {
+                        released += 1;
+                        continue;
+                    }
+                    None => return Err(EngineError::Unavailable(crate::error::StoreError::KeyReleased)),
+                },
+            };
+            timer.observe_duration();
+            return Ok(submission);
         }
     }
 
@@ -284,13 +290,20 @@ impl Engine {
     /// The key is taken: the same request is a replay of that job; another one is refused
     /// and changes nothing.
     async fn replay(&self, tx: &mut dyn StoreTx, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
-        let existing = tx.job_by_idempotency_key(owner, key).await?.ok_or_else(|| {
-            EngineError::Internal(crate::error::StoreError::Corrupt("idempotency key conflicted but no job holds it".into()))
-        })?;
+        // The key conflicted, but its job is gone: retention pruned it meanwhile and the
+        // key is free again. The submission is retried (a transient error) and creates a
+        // new job.
+        let existing = tx
+            .job_by_idempotency_key(owner, key)
+            .await?
+            .ok_or(EngineError::Internal(crate::error::StoreError::KeyReleased))?;
         if existing.fingerprint != fingerprint {
             return Err(EngineError::IdempotencyKeyReused { job_id: existing.id });
         }
-        tx.lock_job(owner, existing.id).await?;
+        // Read, then locked: retention may have pruned the job in between.
+        if tx.lock_job(owner, existing.id).await?.is_none() {
+            return Err(EngineError::Internal(crate::error::StoreError::KeyReleased));
+        }
         let mut events = Events::for_job(owner, existing.id);
         events.push(event::JOB_REPLAYED, None, who, json!({ "idempotency_key": key }));
         events.flush(tx, &self.metrics).await?;

@@ -44,6 +44,9 @@ pub struct ServerConfig {
     pub reaper_interval: Duration,
     /// How often a waiting long-poll looks again without a wake-up (default 1 s).
     pub poll_recheck: Duration,
+    /// How long finished jobs are kept before retention deletes them; `None` (the
+    /// default) keeps them for ever.
+    pub retention: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +57,7 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(30),
             reaper_interval: Duration::from_secs(1),
             poll_recheck: Duration::from_secs(1),
+            retention: None,
         }
     }
 }
@@ -174,7 +178,7 @@ pub async fn serve_on(
     config: ServerConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let loops = crate::background::spawn(&engine, config.reaper_interval, shutdown.clone());
+    let loops = crate::background::spawn(&engine, config.reaper_interval, config.retention, shutdown.clone());
     let state = AppState { engine, config: Arc::new(config), shutdown: shutdown.clone() };
     let app = router(state);
     tracing::info!(addr = %listener.local_addr()?, "onceflow serving");

@@ -659,6 +659,14 @@ pub trait Store: Send + Sync + 'static {
     /// when none), for the metrics gauges.
     async fn live_attempt_counts(&self) -> StoreResult<(Vec<(String, i64)>, i64)>;
 
+    /// Retention: deletes at most `limit` jobs that finished (`succeeded`, `failed` or
+    /// `cancelled`) more than `retention` ago by the database clock and have no live
+    /// attempt, with everything they own (activities, attempts, events, timers), oldest
+    /// first; answers how many. A job another transaction holds is left for a later pass.
+    /// Once a job is gone its idempotency key is free: submitting it again creates a new
+    /// job.
+    async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64>;
+
     /// The heartbeat fast path: extends the lease of a `started` attempt held by `token`
     /// in one statement.
     async fn extend_lease(

@@ -181,6 +181,60 @@ pub async fn connection_room(conn: &mut sqlx::PgConnection) -> StoreResult<u32> 
     Ok(u32::try_from(room.max(0)).unwrap_or(u32::MAX))
 }
 
+/// Retention, first statement: locks up to `$2` jobs finished more than `$1` seconds ago
+/// (database clock). Job ids are UUIDv7, so "created before the cutoff" is an id range:
+/// the scan walks `jobs_id_unique` from the oldest job and stops at the cutoff, whatever
+/// the history.
+pub const LOCK_PRUNABLE_JOBS_SQL: &str = "
+WITH cutoff AS (
+    SELECT now() - make_interval(secs => $1) AS at
+)
+SELECT j.owner_id, j.id
+FROM jobs j, cutoff
+WHERE j.id < (lpad(to_hex((extract(epoch FROM cutoff.at) * 1000)::bigint), 12, '0')
+              || '00000000000000000000')::uuid
+  -- Retention: only a job finished longer ago than the retention, and none of whose
+  -- attempts is live (a late completion of a live attempt still finds its job).
+  AND j.finished_at < cutoff.at
+  AND j.status IN ('succeeded', 'failed', 'cancelled')
+  AND NOT EXISTS (
+      SELECT 1 FROM activities ac JOIN attempts a ON a.owner_id = ac.owner_id AND a.activity_id = ac.id
+      WHERE ac.owner_id = j.owner_id AND ac.job_id = j.id AND a.live)
+ORDER BY j.id
+LIMIT $2
+-- A job another transaction holds (a replay, an operator) waits for a later pass.
+FOR UPDATE OF j SKIP LOCKED";
+
+/// Retention, second statement, in the same transaction once the jobs are locked: deletes
+/// each with its activities, attempts, events and timers. It runs apart from the lock so
+/// that its snapshot is taken after the locks are held: rows a transaction added to a job
+/// just before this one locked it (a replay's event) are seen and deleted with it, never
+/// left behind; every writer of a job's rows holds the job's row lock or creates the job.
+pub const DELETE_PRUNED_JOBS_SQL: &str = "
+WITH doomed AS (
+    SELECT j.owner_id, j.id
+    FROM unnest($1::text[], $2::uuid[]) AS d(owner_id, id)
+    JOIN jobs j ON j.owner_id = d.owner_id AND j.id = d.id
+    -- Retention, checked again on the newest rows: still finished, still no live attempt.
+    WHERE j.status IN ('succeeded', 'failed', 'cancelled')
+      AND NOT EXISTS (
+          SELECT 1 FROM activities ac JOIN attempts a ON a.owner_id = ac.owner_id AND a.activity_id = ac.id
+          WHERE ac.owner_id = j.owner_id AND ac.job_id = j.id AND a.live)
+), doomed_activities AS (
+    SELECT ac.owner_id, ac.id FROM activities ac JOIN doomed d ON ac.owner_id = d.owner_id AND ac.job_id = d.id
+), gone_attempts AS (
+    DELETE FROM attempts a USING doomed_activities da WHERE a.owner_id = da.owner_id AND a.activity_id = da.id
+), gone_activities AS (
+    DELETE FROM activities ac USING doomed_activities da WHERE ac.owner_id = da.owner_id AND ac.id = da.id
+), gone_events AS (
+    DELETE FROM job_events e USING doomed d WHERE e.owner_id = d.owner_id AND e.job_id = d.id
+), gone_timers AS (
+    DELETE FROM timers t USING doomed d WHERE t.owner_id = d.owner_id AND t.job_id = d.id
+), gone AS (
+    DELETE FROM jobs j USING doomed d WHERE j.owner_id = d.owner_id AND j.id = d.id RETURNING 1
+)
+SELECT count(*) FROM gone";
+
 const JOB_COLUMNS: &str = "owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, \
      task_queue, input, status, version, result, error, completed_by, created_at, updated_at, \
      finished_at, wf_ready, wf_lease_token, wf_parked";
@@ -773,6 +827,22 @@ impl Store for PgStore {
         .fetch_one(&self.pool)
         .await?;
         Ok((live, oldest.unwrap_or(0.0).max(0.0) as i64))
+    }
+
+    async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64> {
+        let mut tx = self.pool.begin().await?;
+        let doomed: Vec<(String, Uuid)> = sqlx::query_as(LOCK_PRUNABLE_JOBS_SQL)
+            .bind(retention.as_secs_f64())
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        let (owners, ids): (Vec<String>, Vec<Uuid>) = doomed.into_iter().unzip();
+        let pruned: i64 = sqlx::query_scalar(DELETE_PRUNED_JOBS_SQL).bind(&owners).bind(&ids).fetch_one(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(u64::try_from(pruned).unwrap_or(0))
     }
 
     async fn extend_lease(

@@ -552,6 +552,46 @@ impl Store for SqliteStore {
         Ok(if extended { LeaseExtension::Extended } else { LeaseExtension::NotExtended })
     }
 
+    async fn prune_finished_jobs(&self, retention: Duration, limit: i64) -> StoreResult<u64> {
+        // One write transaction: nothing else writes while the jobs are chosen and deleted.
+        let mut tx = self.write().await?;
+        let cutoff = tx.now.saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
+        // Job ids are UUIDv7: "created before the cutoff" is an id range on jobs_id_unique.
+        let bound = Uuid::from_u128(u128::from(u64::try_from(cutoff / 1000).unwrap_or(0)) << 80).to_string();
+        let doomed: Vec<(String, String)> = sqlx::query_as(
+            // Retention: only a job finished longer ago than the retention, and none of whose
+            // attempts is live (a late completion of a live attempt still finds its job).
+            "SELECT j.owner_id, j.id FROM jobs j
+             WHERE j.id < ? AND j.finished_at < ? AND j.status IN ('succeeded', 'failed', 'cancelled')
+               AND NOT EXISTS (
+                   SELECT 1 FROM activities ac JOIN attempts a ON a.owner_id = ac.owner_id AND a.activity_id = ac.id
+                   WHERE ac.owner_id = j.owner_id AND ac.job_id = j.id AND a.status IN ('scheduled', 'started', 'unknown'))
+             ORDER BY j.id LIMIT ?",
+        )
+        .bind(bound)
+        .bind(cutoff)
+        .bind(limit)
+        .fetch_all(&mut *tx.tx)
+        .await?;
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        let doomed_json = serde_json::Value::from(doomed.iter().map(|(o, i)| vec![o.clone(), i.clone()]).collect::<Vec<_>>()).to_string();
+        const DOOMED: &str = "WITH d(owner_id, id) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)) ";
+        for delete in [
+            "DELETE FROM attempts WHERE (owner_id, activity_id) IN
+                 (SELECT ac.owner_id, ac.id FROM activities ac JOIN d ON ac.owner_id = d.owner_id AND ac.job_id = d.id)",
+            "DELETE FROM activities WHERE (owner_id, job_id) IN (SELECT owner_id, id FROM d)",
+            "DELETE FROM job_events WHERE (owner_id, job_id) IN (SELECT owner_id, id FROM d)",
+            "DELETE FROM timers WHERE (owner_id, job_id) IN (SELECT owner_id, id FROM d)",
+            "DELETE FROM jobs WHERE (owner_id, id) IN (SELECT owner_id, id FROM d)",
+        ] {
+            sqlx::query(&format!("{DOOMED}{delete}")).bind(&doomed_json).execute(&mut *tx.tx).await?;
+        }
+        Box::new(tx).commit().await?;
+        Ok(doomed.len() as u64)
+    }
+
     async fn extend_leases(&self, renewals: &[LeaseRenewal]) -> StoreResult<Vec<bool>> {
         // One write transaction, one commit, for all of them; each fenced on its own.
         let mut tx = self.write().await?;

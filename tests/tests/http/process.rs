@@ -1,10 +1,10 @@
 //! Real `onceflow serve` processes: killed with SIGKILL mid-lease, stopped with SIGTERM,
-//! sized with `--threads`.
+//! sized with `--threads`, pruning finished jobs with `--retention`.
 
 use std::time::Duration;
 
 use onceflow_engine::model::Role;
-use onceflow_tests::rules;
+use onceflow_tests::{rules, wait_for};
 use onceflow_tests::server::{onceflow_binary, ServerProcess};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -90,5 +90,49 @@ rules! {
         }).await.unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && stderr.contains("--threads"), "zero threads is refused by name: {stderr}");
+    }
+
+    async fn serve_with_retention_deletes_finished_jobs_and_keeps_open_ones(db) {
+        let engine = db.engine();
+        let client = engine.create_token("alice", Role::Client).await.unwrap().token;
+        let worker = engine.create_token("*", Role::Worker).await.unwrap().token;
+        let mut server = ServerProcess::start(&db.url(), &["--retention", "1s"]).await;
+        let body = |i: u32| json!({"activity": "generate", "providers": ["primary-llm"], "input": {"i": i}});
+        let done = server.api.submit(&client, "done", &body(1)).await.body["id"].as_str().unwrap().to_owned();
+        let tasks = server.api.poll(&worker, "primary-llm", 2000).await;
+        assert_eq!(tasks.len(), 1);
+        let completed = server.api.post(&format!("/v1/worker/attempts/{}/complete", tasks[0]["attempt_id"].as_str().unwrap()), &worker,
+            &json!({"lease_token": tasks[0]["lease_token"], "result": {"text": "done"}})).await;
+        assert_eq!(completed.body, json!({"outcome": "won"}));
+        let open = server.api.submit(&client, "open", &body(2)).await.body["id"].as_str().unwrap().to_owned();
+
+        let api = server.api.clone();
+        wait_for("retention to delete the finished job", Duration::from_secs(20), || {
+            let (api, client, done) = (api.clone(), client.clone(), done.clone());
+            async move { api.get(&format!("/v1/jobs/{done}"), &client).await.status == StatusCode::NOT_FOUND }
+        })
+        .await;
+        let open_job = server.api.get(&format!("/v1/jobs/{open}"), &client).await;
+        assert_eq!(open_job.status, StatusCode::OK, "a queued job is never pruned, however old");
+        let metrics = server.api.http.get(format!("{}/metrics", server.api.url)).send().await.unwrap().text().await.unwrap();
+        assert!(metrics.lines().any(|l| l == "onceflow_jobs_pruned_total 1"), "the pruned job is counted:\n{metrics}");
+        // The key is free again: the same key is a new job.
+        let again = server.api.submit(&client, "done", &body(1)).await;
+        assert_eq!(again.status, StatusCode::CREATED);
+        assert_ne!(again.body["id"].as_str().unwrap(), done);
+        server.signal(libc::SIGTERM);
+        assert!(tokio::task::spawn_blocking(move || server.wait()).await.unwrap().success());
+
+        for bad in ["0s", "banana"] {
+            let url = db.url();
+            let out = tokio::task::spawn_blocking(move || {
+                std::process::Command::new(onceflow_binary())
+                    .args(["serve", "--database-url", &url, "--bind", "127.0.0.1:0", "--retention", bad])
+                    .output()
+                    .unwrap()
+            }).await.unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success() && stderr.contains("--retention"), "--retention {bad} is refused by name: {stderr}");
+        }
     }
 }

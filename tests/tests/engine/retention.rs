@@ -1,0 +1,157 @@
+//! Retention (DESIGN.md, Performance shape): finished jobs are pruned by a setting, never
+//! by hand. A job is deleted with everything it owns only once it finished longer ago than
+//! the retention and none of its attempts is live; its idempotency key is free afterwards.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use futures::future::join_all;
+use onceflow_engine::model::{CompletionOutcome, JobStatus, Scope};
+use onceflow_engine::{Engine, EngineError};
+use onceflow_tests::{claim, claim_one, llm_job, owner, quick_options, result_of, rules, TestDb, ALICE};
+use serde_json::json;
+use uuid::Uuid;
+
+const RETENTION: Duration = Duration::from_secs(1);
+
+/// Submits a job and runs it to `succeeded`.
+async fn finished(engine: &Engine, key: &str) -> Uuid {
+    let job = engine.submit(ALICE, key, &llm_job(json!({"key": key}), quick_options())).await.unwrap().job;
+    let task = claim_one(engine, "primary-llm").await;
+    assert_eq!(task.job_id, job.id);
+    let outcome = engine.complete(&Scope::AllOwners, task.attempt_id, &result_of(&task, json!({"text": key}))).await.unwrap();
+    assert_eq!(outcome, CompletionOutcome::Won);
+    job.id
+}
+
+/// Rows a job owns, table by table.
+async fn rows_of(db: &TestDb, job: Uuid) -> [i64; 5] {
+    let count = |table: &str, column: &str| format!("SELECT count(*) FROM {table} WHERE {column} = '{job}'");
+    [
+        db.count(&count("jobs", "id")).await,
+        db.count(&count("activities", "job_id")).await,
+        db.count(&count("attempts", "job_id")).await,
+        db.count(&count("job_events", "job_id")).await,
+        db.count(&count("timers", "job_id")).await,
+    ]
+}
+
+/// Lets `RETENTION` pass (retention is measured by the database clock, so time must pass).
+async fn retention_passes() {
+    tokio::time::sleep(RETENTION + Duration::from_millis(300)).await;
+}
+
+rules! {
+    async fn finished_jobs_past_retention_are_pruned_with_everything_they_own_and_nothing_else(db) {
+        let engine = db.engine();
+        // Finished before the retention runs out: one succeeded, one cancelled by its owner.
+        let succeeded = finished(&engine, "succeeded").await;
+        let cancelled = engine.submit(ALICE, "cancelled", &llm_job(json!({}), quick_options())).await.unwrap().job.id;
+        assert_eq!(engine.cancel_job(&owner(ALICE), cancelled).await.unwrap().status, JobStatus::Cancelled);
+        // Finished as long ago, but one of its attempts is still live (its late result
+        // must still find the job).
+        let with_live_attempt = finished(&engine, "with-live-attempt").await;
+        db.execute(&format!("UPDATE attempts SET status = 'unknown' WHERE job_id = '{with_live_attempt}'")).await.unwrap();
+        // Submitted as long ago, never finished.
+        let queued = engine.submit(ALICE, "queued", &llm_job(json!({}), quick_options())).await.unwrap().job.id;
+        retention_passes().await;
+        // Created before the retention ran out, finished just now.
+        let finished_late = {
+            let task = claim(&engine, &owner(ALICE), "w1", "primary-llm", 1).await.pop().expect("the queued job's attempt");
+            assert_eq!(task.job_id, queued);
+            engine.complete(&Scope::AllOwners, task.attempt_id, &result_of(&task, json!({}))).await.unwrap();
+            task.job_id
+        };
+        let recent = finished(&engine, "recent").await;
+        let queued_now = engine.submit(ALICE, "queued-now", &llm_job(json!({}), quick_options())).await.unwrap().job.id;
+        let before: HashMap<Uuid, [i64; 5]> =
+            join_all([succeeded, cancelled, with_live_attempt, finished_late, queued_now, recent].map(|j| async move { (j, rows_of(db, j).await) }))
+                .await
+                .into_iter()
+                .collect();
+        assert!(before[&succeeded][3] >= 3, "the job had events: {:?}", before[&succeeded]);
+
+        // One job per transaction, so the pass needs several.
+        let pruned = engine.prune_finished_jobs(RETENTION, 1).await.unwrap();
+        assert_eq!(pruned, 2, "the succeeded and the cancelled job");
+        for gone in [succeeded, cancelled] {
+            assert_eq!(rows_of(db, gone).await, [0; 5], "nothing of job {gone} is left");
+            assert!(matches!(engine.job(&Scope::AllOwners, gone).await, Err(EngineError::NotFound)));
+        }
+        for kept in [with_live_attempt, finished_late, queued_now, recent] {
+            assert_eq!(rows_of(db, kept).await, before[&kept], "job {kept} is untouched");
+        }
+        assert_eq!(engine.prune_finished_jobs(RETENTION, 1).await.unwrap(), 0, "a second pass finds nothing");
+
+        // A pruned job's key is free: the same key makes a new job, with any request.
+        let again = engine.submit(ALICE, "succeeded", &llm_job(json!({"key": "succeeded"}), quick_options())).await.unwrap();
+        assert!(!again.replayed);
+        assert_ne!(again.job.id, succeeded);
+        let other = engine.submit(ALICE, "cancelled", &llm_job(json!({"another": "request"}), quick_options())).await.unwrap();
+        assert!(!other.replayed);
+        // A kept job's key still dedups.
+        let replay = engine.submit(ALICE, "recent", &llm_job(json!({"key": "recent"}), quick_options())).await.unwrap();
+        assert!(replay.replayed);
+        assert_eq!(replay.job.id, recent);
+    }
+
+    async fn resubmissions_racing_retention_get_the_old_job_or_one_new_job_never_an_error(db) {
+        const KEYS: usize = 24;
+        const CLICKS: usize = 3;
+        let engine = db.engine();
+        let request = |key: &str| llm_job(json!({"key": key}), quick_options());
+        let keys: Vec<String> = (0..KEYS).map(|i| format!("race-{i}")).collect();
+        let mut old = HashMap::new();
+        for key in &keys {
+            old.insert(key.clone(), engine.submit(ALICE, key, &request(key)).await.unwrap().job.id);
+        }
+        let mut left = KEYS;
+        while left > 0 {
+            let tasks = claim(&engine, &owner(ALICE), "w1", "primary-llm", 100).await;
+            for task in &tasks {
+                engine.complete(&Scope::AllOwners, task.attempt_id, &result_of(task, json!({}))).await.unwrap();
+            }
+            left -= tasks.len();
+        }
+        retention_passes().await;
+
+        // Separate sessions: one engine prunes (a few jobs per transaction) while the
+        // others submit every key again, all at once.
+        let (engines, _turn) = db.separate_engines(CLICKS + 1).await;
+        let (pruner, clickers) = engines.split_first().expect("engines");
+        let pruning = pruner.prune_finished_jobs(RETENTION, 3);
+        let clicks = join_all(clickers.iter().flat_map(|e| keys.iter().map(move |k| (e, k))).map(|(e, k)| {
+            let request = request(k);
+            async move { (k.clone(), e.submit(ALICE, k, &request).await) }
+        }));
+        let (pruned, clicks) = tokio::join!(pruning, clicks);
+        let pruned = pruned.expect("the retention pass succeeds");
+
+        let mut answers: HashMap<String, Vec<(Uuid, bool)>> = HashMap::new();
+        for (key, answer) in clicks {
+            let s = answer.unwrap_or_else(|e| panic!("a submission of {key} racing retention: {e:?}"));
+            answers.entry(key).or_default().push((s.job.id, s.replayed));
+        }
+        let mut renewed = 0;
+        for key in &keys {
+            let now: Vec<String> = db.strings(&format!("SELECT CAST(id AS TEXT) FROM jobs WHERE idempotency_key = '{key}'")).await;
+            assert!(now.len() <= 1, "one job per key: {key} has {now:?}");
+            let ids: HashSet<Uuid> = answers[key].iter().map(|(id, _)| *id).collect();
+            let created = answers[key].iter().filter(|(_, replayed)| !replayed).count();
+            let new_ids: Vec<&Uuid> = ids.iter().filter(|id| **id != old[key]).collect();
+            assert!(new_ids.len() <= 1 && created <= 1, "{key}: at most one new job, created once: {:?}", answers[key]);
+            if let Some(new) = new_ids.first() {
+                renewed += 1;
+                assert_eq!(now, vec![new.to_string()], "{key}: the new job is the one that holds the key");
+                assert_eq!(created, 1, "{key}: the new job was created by one of the submissions");
+            } else if now.is_empty() {
+                assert!(ids.iter().all(|id| *id == old[key]), "{key}: every answer was the old job before it was pruned");
+            } else {
+                assert_eq!(now, vec![old[key].to_string()], "{key}: the old job still holds the key");
+            }
+        }
+        // A key is renewed only once its job was pruned; a new job is never pruned.
+        assert!(pruned as usize >= renewed, "{pruned} pruned, {renewed} renewed");
+        assert_eq!(db.count("SELECT count(*) FROM jobs").await as usize, KEYS - pruned as usize + renewed);
+    }
+}
