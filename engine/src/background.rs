@@ -57,8 +57,8 @@ pub fn retention_interval(retention: Duration) -> Duration {
     (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
 }
 
-/// Prunes finished jobs past `retention` at once and then every [`retention_interval`],
-/// until `shutdown`.
+/// Prunes finished jobs and schedule events past `retention` at once and then every
+/// [`retention_interval`], until `shutdown`.
 async fn run_retention(engine: Engine, retention: Duration, shutdown: CancellationToken) {
     let interval = retention_interval(retention);
     loop {
@@ -66,6 +66,11 @@ async fn run_retention(engine: Engine, retention: Duration, shutdown: Cancellati
             Ok(0) => {}
             Ok(pruned) => tracing::info!(pruned, retention_s = retention.as_secs(), "retention pass deleted finished jobs"),
             Err(e) => tracing::warn!(error = %e, "retention pass failed; retrying next interval"),
+        }
+        match engine.prune_schedule_events(retention, crate::domain::PRUNE_BATCH).await {
+            Ok(0) => {}
+            Ok(pruned) => tracing::info!(pruned, retention_s = retention.as_secs(), "retention pass deleted schedule events"),
+            Err(e) => tracing::warn!(error = %e, "retention pass over schedule events failed; retrying next interval"),
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,

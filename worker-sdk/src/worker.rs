@@ -676,6 +676,12 @@ async fn report(
                 tracing::warn!(parent: span, "the engine refused this attempt's lease token; outcome dropped");
                 return;
             }
+            Err(SdkError::Api { code, .. }) if code == "not_found" => {
+                // Its job is gone (the engine's retention deletes finished jobs whose
+                // attempts are all over), or the token does not serve its owner.
+                tracing::warn!(parent: span, "the engine no longer knows this attempt; outcome dropped");
+                return;
+            }
             Err(e) if e.is_transient() && !abandon.is_cancelled() => {
                 tracing::warn!(parent: span, error = %e, "could not report the outcome; retrying");
                 tokio::select! {

@@ -34,3 +34,20 @@ impl Engine {
         }
     }
 }
+
+impl Engine {
+    /// Deletes every schedule event (fired, skipped, changed) written more than
+    /// `retention` ago by the database clock, `batch` per transaction; answers how many.
+    /// Schedules themselves, and their counters, are kept.
+    pub async fn prune_schedule_events(&self, retention: Duration, batch: i64) -> Result<u64, EngineError> {
+        let batch = batch.max(1);
+        let mut pruned = 0;
+        loop {
+            let deleted = retry_transient!(async { Ok::<_, EngineError>(self.store.prune_schedule_events(retention, batch).await?) })?;
+            pruned += deleted;
+            if deleted < batch as u64 {
+                return Ok(pruned);
+            }
+        }
+    }
+}

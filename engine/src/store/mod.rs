@@ -667,6 +667,11 @@ pub trait Store: Send + Sync + 'static {
     /// job.
     async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64>;
 
+    /// Retention of schedules' history: deletes at most `limit` schedule events written
+    /// more than `retention` ago by the database clock, oldest first; answers how many.
+    /// Schedules themselves are never deleted by retention.
+    async fn prune_schedule_events(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64>;
+
     /// The heartbeat fast path: extends the lease of a `started` attempt held by `token`
     /// in one statement.
     async fn extend_lease(

@@ -829,6 +829,19 @@ impl Store for PgStore {
         Ok((live, oldest.unwrap_or(0.0).max(0.0) as i64))
     }
 
+    async fn prune_schedule_events(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64> {
+        let deleted = sqlx::query(
+            // Retention: only events older than the retention, oldest first (schedule_events_by_time).
+            "DELETE FROM schedule_events WHERE ctid = ANY (ARRAY(
+                 SELECT ctid FROM schedule_events WHERE at < now() - make_interval(secs => $1) ORDER BY at LIMIT $2))",
+        )
+        .bind(retention.as_secs_f64())
+        .bind(limit)
+        .execute(&self.pool)
+        .await?;
+        Ok(deleted.rows_affected())
+    }
+
     async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64> {
         let mut tx = self.pool.begin().await?;
         let doomed: Vec<(String, Uuid)> = sqlx::query_as(LOCK_PRUNABLE_JOBS_SQL)

@@ -552,6 +552,21 @@ impl Store for SqliteStore {
         Ok(if extended { LeaseExtension::Extended } else { LeaseExtension::NotExtended })
     }
 
+    async fn prune_schedule_events(&self, retention: Duration, limit: i64) -> StoreResult<u64> {
+        let mut tx = self.write().await?;
+        let cutoff = tx.now.saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
+        let deleted = sqlx::query(
+            // Retention: only events older than the retention, oldest first (schedule_events_by_time).
+            "DELETE FROM schedule_events WHERE rowid IN (SELECT rowid FROM schedule_events WHERE at < ? ORDER BY at LIMIT ?)",
+        )
+        .bind(cutoff)
+        .bind(limit)
+        .execute(&mut *tx.tx)
+        .await?;
+        Box::new(tx).commit().await?;
+        Ok(deleted.rows_affected())
+    }
+
     async fn prune_finished_jobs(&self, retention: Duration, limit: i64) -> StoreResult<u64> {
         // One write transaction: nothing else writes while the jobs are chosen and deleted.
         let mut tx = self.write().await?;

@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures::future::join_all;
-use onceflow_engine::model::{CompletionOutcome, JobStatus, Scope};
-use onceflow_engine::{Engine, EngineError};
+use onceflow_engine::model::{CompletionOutcome, JobStatus, Overlap, Scope};
+use onceflow_engine::{Engine, EngineError, ScheduleRequestBody};
 use onceflow_tests::{claim, claim_one, llm_job, owner, quick_options, result_of, rules, TestDb, ALICE};
 use serde_json::json;
 use uuid::Uuid;
@@ -93,6 +93,32 @@ rules! {
         let replay = engine.submit(ALICE, "recent", &llm_job(json!({"key": "recent"}), quick_options())).await.unwrap();
         assert!(replay.replayed);
         assert_eq!(replay.job.id, recent);
+    }
+
+    async fn schedule_events_past_retention_are_pruned_and_the_schedule_is_kept(db) {
+        let engine = db.engine();
+        let body = |paused: bool| ScheduleRequestBody {
+            cron: "0 0 * * * *".to_owned(),
+            timezone: None,
+            job: json!({"activity": "generate", "providers": ["primary-llm"], "input": {}}),
+            overlap: Some(Overlap::Skip),
+            catchup_window_s: None,
+            paused: Some(paused),
+        };
+        engine.put_schedule(ALICE, "hourly", &body(false)).await.unwrap();
+        let old = engine.schedule_events(ALICE, "hourly", None).await.unwrap();
+        assert!(!old.is_empty(), "creating the schedule wrote an event");
+        retention_passes().await;
+        engine.pause_schedule(ALICE, "hourly").await.unwrap();
+        let all = engine.schedule_events(ALICE, "hourly", None).await.unwrap();
+        assert!(all.len() > old.len(), "pausing wrote an event");
+
+        let pruned = engine.prune_schedule_events(RETENTION, 1).await.unwrap();
+        assert_eq!(pruned as usize, old.len(), "the events older than the retention");
+        let left = engine.schedule_events(ALICE, "hourly", None).await.unwrap();
+        assert_eq!(left.iter().map(|e| e.id).collect::<Vec<_>>(), all[old.len()..].iter().map(|e| e.id).collect::<Vec<_>>(), "the recent ones stay");
+        let schedule = engine.schedule(ALICE, "hourly").await.expect("the schedule itself is kept");
+        assert!(schedule.paused);
     }
 
     async fn resubmissions_racing_retention_get_the_old_job_or_one_new_job_never_an_error(db) {
