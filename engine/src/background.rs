@@ -58,14 +58,31 @@ pub fn retention_interval(retention: Duration) -> Duration {
 }
 
 /// Prunes finished jobs and schedule events past `retention` at once and then every
-/// [`retention_interval`], until `shutdown`.
+/// [`retention_interval`], until `shutdown`. A pass with a backlog (retention just turned
+/// on over a long history, or a minute's worth of a busy engine's jobs) spends at most
+/// half its time deleting: after each full batch it waits as long as the batch took, so
+/// the hot path keeps the database's other half.
 async fn run_retention(engine: Engine, retention: Duration, shutdown: CancellationToken) {
     let interval = retention_interval(retention);
     loop {
-        match engine.prune_finished_jobs(retention, crate::domain::PRUNE_BATCH).await {
-            Ok(0) => {}
-            Ok(pruned) => tracing::info!(pruned, retention_s = retention.as_secs(), "retention pass deleted finished jobs"),
-            Err(e) => tracing::warn!(error = %e, "retention pass failed; retrying next interval"),
+        let mut pass = crate::domain::PrunePass::default();
+        loop {
+            let started = tokio::time::Instant::now();
+            match engine.prune_finished_jobs_batch(retention, crate::domain::PRUNE_BATCH, &mut pass).await {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "retention pass failed; retrying next interval");
+                    break;
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(started.elapsed()) => {}
+            }
+        }
+        if pass.deleted > 0 {
+            tracing::info!(pruned = pass.deleted, retention_s = retention.as_secs(), "retention pass deleted finished jobs");
         }
         match engine.prune_schedule_events(retention, crate::domain::PRUNE_BATCH).await {
             Ok(0) => {}

@@ -64,7 +64,9 @@ async fn check_plans(db: &TestDb, when: &str) {
             ("timers", plan(db, mode, "timers", "bigint", &DUE_TIMERS_SQL, "200").await),
             // Retention walks job ids (UUIDv7) up to the cutoff; it never reads the whole
             // history, and deletes each job's rows through their keys.
-            ("retention", plan(db, mode, "retention", "float8, bigint", LOCK_PRUNABLE_JOBS_SQL, "86400, 500").await),
+            ("retention", plan(db, mode, "retention", "float8, bigint, uuid", LOCK_PRUNABLE_JOBS_SQL, "86400, 500, NULL").await),
+            ("retention_after", plan(db, mode, "retention_after", "float8, bigint, uuid", LOCK_PRUNABLE_JOBS_SQL,
+                "86400, 500, '01000000-0000-7000-8000-000000000000'").await),
             ("retention_delete", plan(db, mode, "retention_delete", "text[], uuid[]", DELETE_PRUNED_JOBS_SQL,
                 "ARRAY['history', 'history'], ARRAY[md5('j1')::uuid, md5('j2')::uuid]").await),
         ];
@@ -89,6 +91,7 @@ async fn check_plans(db: &TestDb, when: &str) {
             ("expiry", "attempts_start_deadline"),
             ("timers", "timers_due"),
             ("retention", "jobs_id_unique"),
+            ("retention_after", "jobs_id_unique"),
         ] {
             assert!(find(name).contains(index), "{name} ({when}, {mode}) uses {index}:\n{}", find(name));
         }

@@ -42,7 +42,7 @@ use crate::store::{NewEvent, Store, StoreTx};
 pub use commit::{Completion, CompletionBody};
 pub use dispatch::{ClaimRequest, HeartbeatAck};
 pub use reaper::ReapReport;
-pub use retention::PRUNE_BATCH;
+pub use retention::{PrunePass, PRUNE_BATCH};
 pub use schedules::{schedule_event, tick_key, CronSpec, SchedulePut, ScheduleReport, ScheduleRequestBody};
 pub use submit::Submission;
 pub use views::{JobListQuery, JobPage, StuckAttemptsQuery};

@@ -513,6 +513,18 @@ pub struct NewScheduleEvent {
 }
 
 /// The columns of a schedule kept as text, parsed back into their types.
+/// What one retention batch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PrunedJobs {
+    /// Jobs deleted.
+    pub deleted: u64,
+    /// Jobs chosen (and locked) for deletion; fewer than the batch's limit means none is
+    /// left above `after` for now.
+    pub chosen: u64,
+    /// The highest id chosen: where the next batch of the same pass starts.
+    pub last: Option<Uuid>,
+}
+
 pub(crate) fn overlap_of(text: &str) -> StoreResult<Overlap> {
     Overlap::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown overlap `{text}`")))
 }
@@ -662,10 +674,11 @@ pub trait Store: Send + Sync + 'static {
     /// Retention: deletes at most `limit` jobs that finished (`succeeded`, `failed` or
     /// `cancelled`) more than `retention` ago by the database clock and have no live
     /// attempt, with everything they own (activities, attempts, events, timers), oldest
-    /// first; answers how many. A job another transaction holds is left for a later pass.
-    /// Once a job is gone its idempotency key is free: submitting it again creates a new
-    /// job.
-    async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64>;
+    /// first, only jobs whose id is above `after` when given (where the previous batch of
+    /// the same pass stopped, so a pass does not walk again what it already passed). A job
+    /// another transaction holds is left for a later pass. Once a job is gone its
+    /// idempotency key is free: submitting it again creates a new job.
+    async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64, after: Option<Uuid>) -> StoreResult<PrunedJobs>;
 
     /// Retention of schedules' history: deletes at most `limit` schedule events written
     /// more than `retention` ago by the database clock, oldest first; answers how many.

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, LeaseRenewal, LockedAttempt, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ReplayedJob, ScheduleRow, Store,
+    LeaseExtension, LeaseRenewal, LockedAttempt, PrunedJobs, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ReplayedJob, ScheduleRow, Store,
     StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
@@ -182,7 +182,7 @@ pub async fn connection_room(conn: &mut sqlx::PgConnection) -> StoreResult<u32> 
 }
 
 /// Retention, first statement: locks up to `$2` jobs finished more than `$1` seconds ago
-/// (database clock). Job ids are UUIDv7, so "created before the cutoff" is an id range:
+/// (database clock), with ids above `$3` if given. Job ids are UUIDv7, so "created before the cutoff" is an id range:
 /// the scan walks `jobs_id_unique` from the oldest job and stops at the cutoff, whatever
 /// the history.
 pub const LOCK_PRUNABLE_JOBS_SQL: &str = "
@@ -195,6 +195,7 @@ WHERE j.id < (lpad(to_hex((extract(epoch FROM cutoff.at) * 1000)::bigint), 12, '
               || '00000000000000000000')::uuid
   -- Retention: only a job finished longer ago than the retention, and none of whose
   -- attempts is live (a late completion of a live attempt still finds its job).
+  AND ($3::uuid IS NULL OR j.id > $3)
   AND j.finished_at < cutoff.at
   AND j.status IN ('succeeded', 'failed', 'cancelled')
   AND NOT EXISTS (
@@ -842,20 +843,21 @@ impl Store for PgStore {
         Ok(deleted.rows_affected())
     }
 
-    async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64> {
+    async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64, after: Option<Uuid>) -> StoreResult<PrunedJobs> {
         let mut tx = self.pool.begin().await?;
         let doomed: Vec<(String, Uuid)> = sqlx::query_as(LOCK_PRUNABLE_JOBS_SQL)
             .bind(retention.as_secs_f64())
             .bind(limit)
+            .bind(after)
             .fetch_all(&mut *tx)
             .await?;
         if doomed.is_empty() {
-            return Ok(0);
+            return Ok(PrunedJobs::default());
         }
         let (owners, ids): (Vec<String>, Vec<Uuid>) = doomed.into_iter().unzip();
         let pruned: i64 = sqlx::query_scalar(DELETE_PRUNED_JOBS_SQL).bind(&owners).bind(&ids).fetch_one(&mut *tx).await?;
         tx.commit().await?;
-        Ok(u64::try_from(pruned).unwrap_or(0))
+        Ok(PrunedJobs { deleted: u64::try_from(pruned).unwrap_or(0), chosen: ids.len() as u64, last: ids.iter().max().copied() })
     }
 
     async fn extend_lease(

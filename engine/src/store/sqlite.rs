@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, LeaseRenewal, NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, ScheduleRow, Store,
+    LeaseExtension, LeaseRenewal, NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, PrunedJobs, ScheduleRow, Store,
     StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
@@ -567,7 +567,7 @@ impl Store for SqliteStore {
         Ok(deleted.rows_affected())
     }
 
-    async fn prune_finished_jobs(&self, retention: Duration, limit: i64) -> StoreResult<u64> {
+    async fn prune_finished_jobs(&self, retention: Duration, limit: i64, after: Option<Uuid>) -> StoreResult<PrunedJobs> {
         // One write transaction: nothing else writes while the jobs are chosen and deleted.
         let mut tx = self.write().await?;
         let cutoff = tx.now.saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
@@ -577,20 +577,24 @@ impl Store for SqliteStore {
             // Retention: only a job finished longer ago than the retention, and none of whose
             // attempts is live (a late completion of a live attempt still finds its job).
             "SELECT j.owner_id, j.id FROM jobs j
-             WHERE j.id < ? AND j.finished_at < ? AND j.status IN ('succeeded', 'failed', 'cancelled')
+             WHERE j.id < ? AND (? IS NULL OR j.id > ?)
+               AND j.finished_at < ? AND j.status IN ('succeeded', 'failed', 'cancelled')
                AND NOT EXISTS (
                    SELECT 1 FROM activities ac JOIN attempts a ON a.owner_id = ac.owner_id AND a.activity_id = ac.id
                    WHERE ac.owner_id = j.owner_id AND ac.job_id = j.id AND a.status IN ('scheduled', 'started', 'unknown'))
              ORDER BY j.id LIMIT ?",
         )
         .bind(bound)
+        .bind(after.map(|a| a.to_string()))
+        .bind(after.map(|a| a.to_string()))
         .bind(cutoff)
         .bind(limit)
         .fetch_all(&mut *tx.tx)
         .await?;
         if doomed.is_empty() {
-            return Ok(0);
+            return Ok(PrunedJobs::default());
         }
+        let last = doomed.iter().map(|(_, id)| id).max().map(|id| Uuid::parse_str(id)).transpose().map_err(|e| StoreError::Corrupt(format!("jobs.id: {e}")))?;
         let doomed_json = serde_json::Value::from(doomed.iter().map(|(o, i)| vec![o.clone(), i.clone()]).collect::<Vec<_>>()).to_string();
         const DOOMED: &str = "WITH d(owner_id, id) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)) ";
         for delete in [
@@ -604,7 +608,8 @@ impl Store for SqliteStore {
             sqlx::query(&format!("{DOOMED}{delete}")).bind(&doomed_json).execute(&mut *tx.tx).await?;
         }
         Box::new(tx).commit().await?;
-        Ok(doomed.len() as u64)
+        // One writer: every job chosen is deleted.
+        Ok(PrunedJobs { deleted: doomed.len() as u64, chosen: doomed.len() as u64, last })
     }
 
     async fn extend_leases(&self, renewals: &[LeaseRenewal]) -> StoreResult<Vec<bool>> {
