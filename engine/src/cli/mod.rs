@@ -108,11 +108,13 @@ struct ServeArgs {
     retention: Option<Duration>,
 }
 
-/// A retention period: a positive duration such as `30d`, `12h`, `90m` or `1h 30m`.
+/// A retention period: a duration such as `30d`, `12h`, `90m` or `1h 30m`, from 1 s to
+/// 100 years.
 fn retention_arg(text: &str) -> Result<Duration, String> {
     match humantime::parse_duration(text) {
-        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
-        Ok(_) => Err("a retention must be at least 1s".to_owned()),
+        Ok(d) if d < Duration::from_secs(1) => Err("a retention must be at least 1s".to_owned()),
+        Ok(d) if d > Duration::from_secs(100 * 365 * 24 * 3600) => Err("a retention must be at most 100 years (omit it to keep jobs for ever)".to_owned()),
+        Ok(d) => Ok(d),
         Err(e) => Err(format!("{e} (expected a duration such as 30d, 12h or 90m)")),
     }
 }

@@ -123,7 +123,7 @@ rules! {
         server.signal(libc::SIGTERM);
         assert!(tokio::task::spawn_blocking(move || server.wait()).await.unwrap().success());
 
-        for bad in ["0s", "banana"] {
+        for bad in ["0s", "banana", "1000years"] {
             let url = db.url();
             let out = tokio::task::spawn_blocking(move || {
                 std::process::Command::new(onceflow_binary())
