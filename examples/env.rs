@@ -35,5 +35,8 @@ impl Env {
 
 /// A suffix that makes this run's idempotency keys new, so the example can be re-run.
 pub fn run_id() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
 }

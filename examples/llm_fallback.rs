@@ -42,7 +42,13 @@ struct Haiku {
 async fn fallback(ctx: ActivityContext, prompt: Prompt) -> Result<Haiku, ActivityError> {
     // A real provider passes ctx.idempotency_key() to the model API.
     let _ = ctx.idempotency_key();
-    Ok(Haiku { text: format!("autumn {} / falls back, then answers / one job, one result", prompt.topic), model: "fallback".into() })
+    Ok(Haiku {
+        text: format!(
+            "autumn {} / falls back, then answers / one job, one result",
+            prompt.topic
+        ),
+        model: "fallback".into(),
+    })
 }
 
 #[tokio::main]
@@ -59,7 +65,13 @@ async fn main() -> anyhow::Result<()> {
         let release = release.clone();
         async move {
             release.notified().await;
-            Ok::<_, ActivityError>(Haiku { text: format!("late {} / the primary wakes up / someone else has won", prompt.topic), model: "primary".into() })
+            Ok::<_, ActivityError>(Haiku {
+                text: format!(
+                    "late {} / the primary wakes up / someone else has won",
+                    prompt.topic
+                ),
+                model: "primary".into(),
+            })
         }
     };
 
@@ -69,19 +81,45 @@ async fn main() -> anyhow::Result<()> {
             .provider("generate", "primary-llm", primary)
             .provider("generate", "fallback-llm", fallback)
             // The fallback proves, at start-up, that it satisfies the contract.
-            .certify_with([Prompt { topic: "certification".into() }])
-            .validate_with(|h: &Haiku| if h.text.split('/').count() == 3 { Ok(()) } else { Err("a haiku has three lines".into()) })
+            .certify_with([Prompt {
+                topic: "certification".into(),
+            }])
+            .validate_with(|h: &Haiku| {
+                if h.text.split('/').count() == 3 {
+                    Ok(())
+                } else {
+                    Err("a haiku has three lines".into())
+                }
+            })
             .build()?,
     );
     let certified = worker.certify().await?;
-    ensure!(certified.iter().all(|c| c.passed), "the fallback failed its certification: {certified:?}");
-    let serving = { let w = worker.clone(); tokio::spawn(async move { w.run().await }) };
+    ensure!(
+        certified.iter().all(|c| c.passed),
+        "the fallback failed its certification: {certified:?}"
+    );
+    let serving = {
+        let w = worker.clone();
+        tokio::spawn(async move { w.run().await })
+    };
 
     let client = Client::new(&env.url, &env.client_token)?;
     let operator = Client::new(&env.url, &env.operator_token)?;
-    let options = ActivityOptions { start_to_close_timeout_s: Some(2), heartbeat_timeout_s: Some(1), ..ActivityOptions::default() };
+    let options = ActivityOptions {
+        start_to_close_timeout_s: Some(2),
+        heartbeat_timeout_s: Some(1),
+        ..ActivityOptions::default()
+    };
     let submitted = client
-        .submit_activity(&format!("haiku-{run}"), "generate", &["primary-llm", "fallback-llm"], &Prompt { topic: "leaves".into() }, options)
+        .submit_activity(
+            &format!("haiku-{run}"),
+            "generate",
+            &["primary-llm", "fallback-llm"],
+            &Prompt {
+                topic: "leaves".into(),
+            },
+            options,
+        )
         .await?;
     let job_id = submitted.job.id;
     println!("submitted job {job_id}");
@@ -92,25 +130,42 @@ async fn main() -> anyhow::Result<()> {
 
     // 2. The user clicks "use fallback": refused while the primary might still answer.
     match client.create_attempt(job_id, 0, "fallback-llm").await {
-        Err(SdkError::Api { code, .. }) if code == "attempt_in_flight" => println!("\"use fallback\" → refused: attempt_in_flight"),
+        Err(SdkError::Api { code, .. }) if code == "attempt_in_flight" => {
+            println!("\"use fallback\" → refused: attempt_in_flight")
+        }
         other => bail!("a new attempt while one is unknown must be refused, got {other:?}"),
     }
 
     // 3. The operator finds the stuck attempt and cancels it with a reason.
     let stuck = operator.stuck_attempts("unknown", 0).await?;
-    ensure!(stuck.iter().any(|s| s.attempt.id == primary_attempt), "the operator must see the stuck attempt");
-    operator.cancel_attempt(primary_attempt, "provider status page: request dropped").await?;
+    ensure!(
+        stuck.iter().any(|s| s.attempt.id == primary_attempt),
+        "the operator must see the stuck attempt"
+    );
+    operator
+        .cancel_attempt(primary_attempt, "provider status page: request dropped")
+        .await?;
     println!("operator cancelled it → failover to the certified fallback");
     let job = client.wait(job_id, Duration::from_secs(30)).await?;
-    ensure!(job.status == JobStatus::Succeeded, "the fallback should have completed the job: {:?}", job.status);
-    ensure!(job.result.as_ref().and_then(|r| r["model"].as_str()) == Some("fallback"), "the fallback's answer should win");
+    ensure!(
+        job.status == JobStatus::Succeeded,
+        "the fallback should have completed the job: {:?}",
+        job.status
+    );
+    ensure!(
+        job.result.as_ref().and_then(|r| r["model"].as_str()) == Some("fallback"),
+        "the fallback's answer should win"
+    );
     println!("fallback answered first → won");
 
     // 4. The primary answers late and loses.
     release_primary.notify_one();
     wait_for_attempt(&client, job_id, 0, AttemptStatus::Lost).await?;
     let job = client.job(job_id).await?;
-    ensure!(job.result.as_ref().and_then(|r| r["model"].as_str()) == Some("fallback"), "a late answer must never replace the winner");
+    ensure!(
+        job.result.as_ref().and_then(|r| r["model"].as_str()) == Some("fallback"),
+        "a late answer must never replace the winner"
+    );
     println!("primary's late answer → lost (discarded, race_lost logged)\n");
 
     print!("{}", client.timeline(job_id).await?);
@@ -122,7 +177,12 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// Waits until attempt `index` of activity 0 has `status`; returns its id.
-async fn wait_for_attempt(client: &Client, job: uuid::Uuid, index: usize, status: AttemptStatus) -> anyhow::Result<uuid::Uuid> {
+async fn wait_for_attempt(
+    client: &Client,
+    job: uuid::Uuid,
+    index: usize,
+    status: AttemptStatus,
+) -> anyhow::Result<uuid::Uuid> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let view = client.job(job).await?;
@@ -131,7 +191,10 @@ async fn wait_for_attempt(client: &Client, job: uuid::Uuid, index: usize, status
                 return Ok(a.id);
             }
         }
-        ensure!(tokio::time::Instant::now() < deadline, "attempt {index} never became {status}");
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "attempt {index} never became {status}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -15,7 +15,9 @@ use std::time::Duration;
 use anyhow::ensure;
 use onceflow_worker::api::JobRequestBody;
 use onceflow_worker::model::JobStatus;
-use onceflow_worker::{ActivityContext, ActivityError, Client, Worker, WorkflowContext, WorkflowError};
+use onceflow_worker::{
+    ActivityContext, ActivityError, Client, Worker, WorkflowContext, WorkflowError,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -58,7 +60,13 @@ async fn summarize(ctx: WorkflowContext, request: Request) -> Result<Stored, Wor
 }
 
 async fn fetch(_ctx: ActivityContext, request: Request) -> Result<Page, ActivityError> {
-    Ok(Page { body: format!("<h1>{}</h1><p>onceflow keeps one job per intent.</p>", request.url), url: request.url })
+    Ok(Page {
+        body: format!(
+            "<h1>{}</h1><p>onceflow keeps one job per intent.</p>",
+            request.url
+        ),
+        url: request.url,
+    })
 }
 
 async fn primary_llm(_ctx: ActivityContext, _page: Page) -> Result<Summary, ActivityError> {
@@ -66,12 +74,18 @@ async fn primary_llm(_ctx: ActivityContext, _page: Page) -> Result<Summary, Acti
 }
 
 async fn fallback_llm(_ctx: ActivityContext, page: Page) -> Result<Summary, ActivityError> {
-    Ok(Summary { text: format!("{} says: one job per intent", page.url), model: "fallback".into() })
+    Ok(Summary {
+        text: format!("{} says: one job per intent", page.url),
+        model: "fallback".into(),
+    })
 }
 
 async fn store(ctx: ActivityContext, summary: Summary) -> Result<Stored, ActivityError> {
     // The storage key is the activity's idempotency key: a retried write overwrites itself.
-    Ok(Stored { key: format!("summaries/{}", ctx.idempotency_key()), summary: summary.text })
+    Ok(Stored {
+        key: format!("summaries/{}", ctx.idempotency_key()),
+        summary: summary.text,
+    })
 }
 
 #[tokio::main]
@@ -84,37 +98,66 @@ async fn main() -> anyhow::Result<()> {
             .provider("fetch", "fetch", fetch)
             .provider("generate", "primary-llm", primary_llm)
             .provider("generate", "fallback-llm", fallback_llm)
-            .certify_with([Page { url: "example.org".into(), body: "<p>hello</p>".into() }])
+            .certify_with([Page {
+                url: "example.org".into(),
+                body: "<p>hello</p>".into(),
+            }])
             .provider("store", "store", store)
             .build()?,
     );
-    let serving = { let w = worker.clone(); tokio::spawn(async move { w.run().await }) };
+    let serving = {
+        let w = worker.clone();
+        tokio::spawn(async move { w.run().await })
+    };
 
     let client = Client::new(&env.url, &env.client_token)?;
     let body = JobRequestBody {
         workflow: Some("summarize".into()),
         activity: None,
         providers: None,
-        input: Some(serde_json::to_value(Request { url: "onceflow.dev".into() })?),
+        input: Some(serde_json::to_value(Request {
+            url: "onceflow.dev".into(),
+        })?),
         task_queue: None,
         options: None,
     };
-    let job_id = client.submit(&format!("summarize-{}", env::run_id()), &body).await?.job.id;
+    let job_id = client
+        .submit(&format!("summarize-{}", env::run_id()), &body)
+        .await?
+        .job
+        .id;
     println!("submitted workflow job {job_id}");
     let job = client.wait(job_id, Duration::from_secs(60)).await?;
-    ensure!(job.status == JobStatus::Succeeded, "the workflow should succeed: {:?} {:?}", job.status, job.error);
+    ensure!(
+        job.status == JobStatus::Succeeded,
+        "the workflow should succeed: {:?} {:?}",
+        job.status,
+        job.error
+    );
     let stored: Stored = serde_json::from_value(job.result.clone().unwrap_or_default())?;
-    ensure!(stored.summary.contains("one job per intent"), "unexpected result {stored:?}");
+    ensure!(
+        stored.summary.contains("one job per intent"),
+        "unexpected result {stored:?}"
+    );
     let names: Vec<&str> = job.activities.iter().map(|a| a.name.as_str()).collect();
-    ensure!(names == ["fetch", "generate", "store"], "the steps ran in order: {names:?}");
+    ensure!(
+        names == ["fetch", "generate", "store"],
+        "the steps ran in order: {names:?}"
+    );
     let generate = &job.activities[1];
     ensure!(
         generate.attempts.len() == 2 && generate.attempts[1].provider == "fallback-llm",
         "the primary failed and the certified fallback took over"
     );
     let events = client.events(job_id).await?;
-    ensure!(events.iter().any(|e| e.kind == "timer_fired"), "the durable timer fired");
-    println!("fetch → generate (primary failed, fallback won) → sleep 1s → store: {}\n", stored.key);
+    ensure!(
+        events.iter().any(|e| e.kind == "timer_fired"),
+        "the durable timer fired"
+    );
+    println!(
+        "fetch → generate (primary failed, fallback won) → sleep 1s → store: {}\n",
+        stored.key
+    );
     print!("{}", client.timeline(job_id).await?);
     worker.shutdown_token().cancel();
     serving.await??;

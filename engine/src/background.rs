@@ -12,7 +12,12 @@ use crate::Engine;
 
 /// Starts the loops; they stop when `shutdown` is cancelled. With a `retention`, finished
 /// jobs older than it are pruned every [`retention_interval`].
-pub fn spawn(engine: &Engine, reaper_interval: Duration, retention: Option<Duration>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
+pub fn spawn(
+    engine: &Engine,
+    reaper_interval: Duration,
+    retention: Option<Duration>,
+    shutdown: CancellationToken,
+) -> Vec<JoinHandle<()>> {
     let reaper = {
         let engine = engine.clone();
         let shutdown = shutdown.clone();
@@ -24,10 +29,16 @@ pub fn spawn(engine: &Engine, reaper_interval: Duration, retention: Option<Durat
                 }
                 match engine.reap().await {
                     Ok(report) if report.unknown + report.expired > 0 => {
-                        tracing::info!(unknown = report.unknown, expired = report.expired, "reaper pass");
+                        tracing::info!(
+                            unknown = report.unknown,
+                            expired = report.expired,
+                            "reaper pass"
+                        );
                     }
                     Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "reaper pass failed; retrying next interval"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reaper pass failed; retrying next interval")
+                    }
                 }
             }
         })
@@ -41,7 +52,9 @@ pub fn spawn(engine: &Engine, reaper_interval: Duration, retention: Option<Durat
     if let Some(retention) = retention {
         let engine = engine.clone();
         let shutdown = shutdown.clone();
-        loops.push(tokio::spawn(async move { run_retention(engine, retention, shutdown).await }));
+        loops.push(tokio::spawn(async move {
+            run_retention(engine, retention, shutdown).await
+        }));
     }
     let listener = {
         let engine = engine.clone();
@@ -68,7 +81,10 @@ async fn run_retention(engine: Engine, retention: Duration, shutdown: Cancellati
         let mut pass = crate::domain::PrunePass::default();
         loop {
             let started = tokio::time::Instant::now();
-            match engine.prune_finished_jobs_batch(retention, crate::domain::PRUNE_BATCH, &mut pass).await {
+            match engine
+                .prune_finished_jobs_batch(retention, crate::domain::PRUNE_BATCH, &mut pass)
+                .await
+            {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
@@ -82,12 +98,25 @@ async fn run_retention(engine: Engine, retention: Duration, shutdown: Cancellati
             }
         }
         if pass.deleted > 0 {
-            tracing::info!(pruned = pass.deleted, retention_s = retention.as_secs(), "retention pass deleted finished jobs");
+            tracing::info!(
+                pruned = pass.deleted,
+                retention_s = retention.as_secs(),
+                "retention pass deleted finished jobs"
+            );
         }
-        match engine.prune_schedule_events(retention, crate::domain::PRUNE_BATCH).await {
+        match engine
+            .prune_schedule_events(retention, crate::domain::PRUNE_BATCH)
+            .await
+        {
             Ok(0) => {}
-            Ok(pruned) => tracing::info!(pruned, retention_s = retention.as_secs(), "retention pass deleted schedule events"),
-            Err(e) => tracing::warn!(error = %e, "retention pass over schedule events failed; retrying next interval"),
+            Ok(pruned) => tracing::info!(
+                pruned,
+                retention_s = retention.as_secs(),
+                "retention pass deleted schedule events"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "retention pass over schedule events failed; retrying next interval")
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -110,14 +139,21 @@ async fn run_scheduler(engine: Engine, shutdown: CancellationToken) {
         let floor = Duration::from_millis(if outcome.is_err() { 500 } else { 20 });
         match outcome {
             Ok(report) if report.fired + report.skipped_overlap + report.skipped_too_old > 0 => {
-                tracing::debug!(fired = report.fired, skipped_overlap = report.skipped_overlap,
-                    skipped_too_old = report.skipped_too_old, "scheduler pass");
+                tracing::debug!(
+                    fired = report.fired,
+                    skipped_overlap = report.skipped_overlap,
+                    skipped_too_old = report.skipped_too_old,
+                    "scheduler pass"
+                );
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "scheduler pass failed; retrying"),
         }
         let wait = match engine.next_schedule_fire_at().await {
-            Ok(Some(next)) => (next - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO).min(SCHEDULER_MAX_SLEEP),
+            Ok(Some(next)) => (next - chrono::Utc::now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+                .min(SCHEDULER_MAX_SLEEP),
             _ => SCHEDULER_MAX_SLEEP,
         }
         .max(floor);

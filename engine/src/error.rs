@@ -176,7 +176,10 @@ impl EngineError {
                 json!({ "provider": provider, "reason": reason })
             }
             EngineError::AttemptNotCancellable { status } => json!({ "status": status }),
-            EngineError::ContractViolation { contract_hash, errors } => {
+            EngineError::ContractViolation {
+                contract_hash,
+                errors,
+            } => {
                 json!({ "contract_hash": contract_hash, "errors": errors })
             }
             _ => json!({}),

@@ -20,18 +20,18 @@
 pub mod background;
 pub mod cli;
 pub mod domain;
+pub mod error;
 pub mod http;
 pub mod metrics;
-pub mod error;
 pub mod model;
 pub mod request;
 pub mod store;
 pub mod telemetry;
 
 pub use domain::{
-    ClaimRequest, Completion, CompletionBody, Engine, HeartbeatAck, JobListQuery, JobPage,
-    tick_key, CronSpec, ReapReport, SchedulePut, ScheduleReport, ScheduleRequestBody, StuckAttemptsQuery, Submission,
-    WorkflowTaskOutcome,
+    tick_key, ClaimRequest, Completion, CompletionBody, CronSpec, Engine, HeartbeatAck,
+    JobListQuery, JobPage, ReapReport, SchedulePut, ScheduleReport, ScheduleRequestBody,
+    StuckAttemptsQuery, Submission, WorkflowTaskOutcome,
 };
 pub use error::{EngineError, StoreError};
 pub use request::{JobRequest, JobTarget};

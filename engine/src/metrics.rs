@@ -3,7 +3,10 @@
 //! engine. Every name starts with `onceflow_`; `docs/operations.md` lists them with
 //! suggested alerts.
 
-use prometheus::{Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
 
 use crate::model::event;
 
@@ -38,14 +41,22 @@ pub struct Metrics {
 
 fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
     let c = IntCounter::new(name, help).unwrap_or_else(|e| panic!("metric {name}: {e}"));
-    registry.register(Box::new(c.clone())).unwrap_or_else(|e| panic!("register {name}: {e}"));
+    registry
+        .register(Box::new(c.clone()))
+        .unwrap_or_else(|e| panic!("register {name}: {e}"));
     c
 }
 
 fn histogram(registry: &Registry, name: &str, help: &str) -> Histogram {
-    let buckets = vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
-    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).unwrap_or_else(|e| panic!("metric {name}: {e}"));
-    registry.register(Box::new(h.clone())).unwrap_or_else(|e| panic!("register {name}: {e}"));
+    let buckets = vec![
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+        300.0,
+    ];
+    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
+        .unwrap_or_else(|e| panic!("metric {name}: {e}"));
+    registry
+        .register(Box::new(h.clone()))
+        .unwrap_or_else(|e| panic!("register {name}: {e}"));
     h
 }
 
@@ -54,16 +65,31 @@ impl Default for Metrics {
         // Names and labels are constants, so building them cannot fail at run time.
         let registry = Registry::new();
         let attempts_finished = IntCounterVec::new(
-            Opts::new("onceflow_attempts_finished_total", "Attempts that reached a final status, by status."),
+            Opts::new(
+                "onceflow_attempts_finished_total",
+                "Attempts that reached a final status, by status.",
+            ),
             &["status"],
         )
         .unwrap_or_else(|e| panic!("metric: {e}"));
-        let events = IntCounterVec::new(Opts::new("onceflow_events_total", "Job events written, by type."), &["type"])
-            .unwrap_or_else(|e| panic!("metric: {e}"));
-        let live_attempts = IntGaugeVec::new(Opts::new("onceflow_live_attempts", "Live attempts in the database, by status."), &["status"])
-            .unwrap_or_else(|e| panic!("metric: {e}"));
-        let blocked_activities = IntGauge::new("onceflow_blocked_activities", "Activities blocked by an unknown attempt.")
-            .unwrap_or_else(|e| panic!("metric: {e}"));
+        let events = IntCounterVec::new(
+            Opts::new("onceflow_events_total", "Job events written, by type."),
+            &["type"],
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
+        let live_attempts = IntGaugeVec::new(
+            Opts::new(
+                "onceflow_live_attempts",
+                "Live attempts in the database, by status.",
+            ),
+            &["status"],
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
+        let blocked_activities = IntGauge::new(
+            "onceflow_blocked_activities",
+            "Activities blocked by an unknown attempt.",
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
         let oldest_unknown_age = IntGauge::new(
             "onceflow_oldest_unknown_attempt_age_seconds",
             "Age of the oldest unknown attempt (0 when none).",
@@ -80,17 +106,30 @@ impl Default for Metrics {
             &["kind"],
         )
         .unwrap_or_else(|e| panic!("metric: {e}"));
-        registry.register(Box::new(batch_items.clone())).unwrap_or_else(|e| panic!("register: {e}"));
+        registry
+            .register(Box::new(batch_items.clone()))
+            .unwrap_or_else(|e| panic!("register: {e}"));
         for c in [&attempts_finished, &events, &schedule_ticks] {
-            registry.register(Box::new(c.clone())).unwrap_or_else(|e| panic!("register: {e}"));
+            registry
+                .register(Box::new(c.clone()))
+                .unwrap_or_else(|e| panic!("register: {e}"));
         }
-        registry.register(Box::new(live_attempts.clone())).unwrap_or_else(|e| panic!("register: {e}"));
+        registry
+            .register(Box::new(live_attempts.clone()))
+            .unwrap_or_else(|e| panic!("register: {e}"));
         for g in [&blocked_activities, &oldest_unknown_age] {
-            registry.register(Box::new(g.clone())).unwrap_or_else(|e| panic!("register: {e}"));
+            registry
+                .register(Box::new(g.clone()))
+                .unwrap_or_else(|e| panic!("register: {e}"));
         }
-        let runtime_threads = IntGauge::new("onceflow_runtime_threads", "Threads of this process's async runtime (`--threads`).")
-            .unwrap_or_else(|e| panic!("metric: {e}"));
-        registry.register(Box::new(runtime_threads.clone())).unwrap_or_else(|e| panic!("register: {e}"));
+        let runtime_threads = IntGauge::new(
+            "onceflow_runtime_threads",
+            "Threads of this process's async runtime (`--threads`).",
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
+        registry
+            .register(Box::new(runtime_threads.clone()))
+            .unwrap_or_else(|e| panic!("register: {e}"));
         Metrics {
             jobs_created: counter(&registry, "onceflow_jobs_created_total", "Jobs created by a submission."),
             jobs_replayed: counter(&registry, "onceflow_jobs_replayed_total", "Submissions answered with an existing job (same key, same request)."),
@@ -120,7 +159,11 @@ impl Default for Metrics {
 impl Metrics {
     /// Counts a submission's outcome.
     pub(crate) fn submitted(&self, replayed: bool) {
-        if replayed { self.jobs_replayed.inc() } else { self.jobs_created.inc() }
+        if replayed {
+            self.jobs_replayed.inc()
+        } else {
+            self.jobs_created.inc()
+        }
     }
 
     /// Counts a submission that waited for the first of its key in flight.
@@ -150,11 +193,23 @@ impl Metrics {
                 event::ATTEMPT_HEARTBEAT_LOST => self.heartbeat_lost.inc(),
                 event::FAILOVER => self.failovers.inc(),
                 event::FAILOVER_SKIPPED => self.failovers_skipped.inc(),
-                event::ATTEMPT_SUCCEEDED => self.attempts_finished.with_label_values(&["succeeded"]).inc(),
-                event::ATTEMPT_FAILED => self.attempts_finished.with_label_values(&["failed"]).inc(),
-                event::ATTEMPT_INVALID => self.attempts_finished.with_label_values(&["invalid"]).inc(),
-                event::ATTEMPT_EXPIRED => self.attempts_finished.with_label_values(&["expired"]).inc(),
-                event::ATTEMPT_CANCELLED => self.attempts_finished.with_label_values(&["cancelled"]).inc(),
+                event::ATTEMPT_SUCCEEDED => self
+                    .attempts_finished
+                    .with_label_values(&["succeeded"])
+                    .inc(),
+                event::ATTEMPT_FAILED => {
+                    self.attempts_finished.with_label_values(&["failed"]).inc()
+                }
+                event::ATTEMPT_INVALID => {
+                    self.attempts_finished.with_label_values(&["invalid"]).inc()
+                }
+                event::ATTEMPT_EXPIRED => {
+                    self.attempts_finished.with_label_values(&["expired"]).inc()
+                }
+                event::ATTEMPT_CANCELLED => self
+                    .attempts_finished
+                    .with_label_values(&["cancelled"])
+                    .inc(),
                 _ => {}
             }
         }
@@ -162,7 +217,11 @@ impl Metrics {
 
     /// Counts the ticks of a committed scheduler pass.
     pub(crate) fn schedule_pass(&self, fired: u64, skipped_overlap: u64, skipped_too_old: u64) {
-        for (outcome, n) in [("fired", fired), ("skipped_overlap", skipped_overlap), ("skipped_too_old", skipped_too_old)] {
+        for (outcome, n) in [
+            ("fired", fired),
+            ("skipped_overlap", skipped_overlap),
+            ("skipped_too_old", skipped_too_old),
+        ] {
             self.schedule_ticks.with_label_values(&[outcome]).inc_by(n);
         }
     }
@@ -170,7 +229,10 @@ impl Metrics {
     /// Sets the gauges read from the database.
     pub(crate) fn set_gauges(&self, live: &[(String, i64)], oldest_unknown_age_s: i64) {
         for status in ["scheduled", "started", "unknown"] {
-            let n = live.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+            let n = live
+                .iter()
+                .find(|(s, _)| s == status)
+                .map_or(0, |(_, n)| *n);
             self.live_attempts.with_label_values(&[status]).set(n);
             if status == "unknown" {
                 // An activity is blocked exactly while its live attempt is unknown.
@@ -183,7 +245,8 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            self.runtime_threads.set(i64::try_from(runtime.metrics().num_workers()).unwrap_or(i64::MAX));
+            self.runtime_threads
+                .set(i64::try_from(runtime.metrics().num_workers()).unwrap_or(i64::MAX));
         }
         let mut buffer = Vec::new();
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {

@@ -56,4 +56,3 @@ pub struct Principal {
     /// What the token may do.
     pub role: Role,
 }
-

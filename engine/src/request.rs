@@ -58,7 +58,9 @@ impl JobRequest {
     /// A workflow job on the `default` task queue.
     pub fn workflow(name: &str, input: Value) -> Self {
         JobRequest {
-            target: JobTarget::Workflow { name: name.to_owned() },
+            target: JobTarget::Workflow {
+                name: name.to_owned(),
+            },
             input,
             task_queue: "default".to_owned(),
         }
@@ -113,7 +115,11 @@ impl JobRequest {
                     EngineError::invalid_request("providers: required for an activity job")
                 })?;
                 let options = raw.options.unwrap_or_default().resolve();
-                JobTarget::Activity { name, providers, options }
+                JobTarget::Activity {
+                    name,
+                    providers,
+                    options,
+                }
             }
         };
         let request = JobRequest {
@@ -130,7 +136,11 @@ impl JobRequest {
         check_name("task_queue", &self.task_queue)?;
         match &self.target {
             JobTarget::Workflow { name } => check_name("workflow", name),
-            JobTarget::Activity { name, providers, options } => {
+            JobTarget::Activity {
+                name,
+                providers,
+                options,
+            } => {
                 check_name("activity", name)?;
                 if providers.is_empty() {
                     return Err(EngineError::invalid_request(
@@ -147,8 +157,14 @@ impl JobRequest {
                 }
                 for (field, value) in [
                     ("options.heartbeat_timeout_s", options.heartbeat_timeout_s),
-                    ("options.start_to_close_timeout_s", options.start_to_close_timeout_s),
-                    ("options.schedule_to_start_timeout_s", options.schedule_to_start_timeout_s),
+                    (
+                        "options.start_to_close_timeout_s",
+                        options.start_to_close_timeout_s,
+                    ),
+                    (
+                        "options.schedule_to_start_timeout_s",
+                        options.schedule_to_start_timeout_s,
+                    ),
                 ] {
                     if let Some(v) = value {
                         if v == 0 || v > MAX_TIMEOUT_S {
@@ -202,13 +218,20 @@ impl JobRequest {
                 text.extend_from_slice(b",\"workflow\":");
                 write_string(name, &mut text);
             }
-            JobTarget::Activity { name, providers, options } => {
+            JobTarget::Activity {
+                name,
+                providers,
+                options,
+            } => {
                 text.extend_from_slice(b"{\"activity\":");
                 write_string(name, &mut text);
                 text.extend_from_slice(b",\"input\":");
                 write_canonical(&self.input, &mut text);
                 text.extend_from_slice(b",\"options\":");
-                write_canonical(&serde_json::to_value(options).unwrap_or_default(), &mut text);
+                write_canonical(
+                    &serde_json::to_value(options).unwrap_or_default(),
+                    &mut text,
+                );
                 text.extend_from_slice(b",\"providers\":[");
                 for (i, provider) in providers.iter().enumerate() {
                     if i > 0 {
@@ -323,20 +346,11 @@ fn canonical_number(n: &Number) -> String {
     }
     match n.as_f64() {
         // Integral floats that fit exactly are the same number as the integer.
-        Some(f) if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 => {
-            (f as i64).to_string()
-        }
+        Some(f) if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 => (f as i64).to_string(),
         Some(f) => format!("{f:e}"),
         None => n.to_string(),
     }
 }
-
-
-
-
-
-
-
 
 /// Checks an `Idempotency-Key`: 1–255 visible ASCII characters (`!`…`~`). Empty counts
 /// as missing.
@@ -369,13 +383,21 @@ mod tests {
                 "input":{"b":[2.0,-1.5e300,{"é\n":"y\u0001","a":null}],"a":true,"c":12345678901234567890}}"#,
         );
         let workflow = parse(r#"{"workflow":"onboard","input":[1,"two",{"x":0.25}]}"#);
-        assert_eq!(activity.fingerprint(), "a5f7c69044753de594783847f8e6c807bcd89eb89edfe4a6f93b28debd1ba10f");
-        assert_eq!(workflow.fingerprint(), "20ba93c9763a4ceb6825676eca7a0524f449214428dd5a2e9a8757ba01287f04");
+        assert_eq!(
+            activity.fingerprint(),
+            "a5f7c69044753de594783847f8e6c807bcd89eb89edfe4a6f93b28debd1ba10f"
+        );
+        assert_eq!(
+            workflow.fingerprint(),
+            "20ba93c9763a4ceb6825676eca7a0524f449214428dd5a2e9a8757ba01287f04"
+        );
     }
 
     #[test]
     fn key_order_whitespace_and_number_spelling_do_not_change_the_fingerprint() {
-        let a = parse(r#"{"activity":"generate","providers":["p"],"input":{"a":1,"b":[2.0,{"x":"y","w":3}]}}"#);
+        let a = parse(
+            r#"{"activity":"generate","providers":["p"],"input":{"a":1,"b":[2.0,{"x":"y","w":3}]}}"#,
+        );
         let b = parse(
             r#"{ "input" : { "b" : [ 2, { "w" : 3.0, "x" : "y" } ], "a" : 1.0 },
                  "providers" : [ "p" ], "activity" : "generate" }"#,
@@ -415,7 +437,9 @@ mod tests {
         let req = parse(
             r#"{"activity":"a","providers":["p"],"options":{"retry":{"max_attempts_per_provider":5}}}"#,
         );
-        let JobTarget::Activity { options, .. } = req.target else { panic!("activity job") };
+        let JobTarget::Activity { options, .. } = req.target else {
+            panic!("activity job")
+        };
         assert_eq!(options.retry.max_attempts_per_provider, 5);
         assert_eq!(options.retry.initial_backoff_ms, 200);
         assert_eq!(options.heartbeat_timeout_s, Some(30));
@@ -424,14 +448,23 @@ mod tests {
     #[test]
     fn malformed_requests_name_the_field() {
         for (body, needle) in [
-            (json!({"activity": "a", "providers": ["p"], "options": {"retry": {"multiplier": "x"}}}), "options.retry.multiplier"),
+            (
+                json!({"activity": "a", "providers": ["p"], "options": {"retry": {"multiplier": "x"}}}),
+                "options.retry.multiplier",
+            ),
             (json!({"activity": "a"}), "providers"),
             (json!({"activity": "a", "providers": []}), "providers"),
-            (json!({"activity": "a", "providers": ["p", "p"]}), "providers[1]"),
+            (
+                json!({"activity": "a", "providers": ["p", "p"]}),
+                "providers[1]",
+            ),
             (json!({"workflow": "w", "activity": "a"}), "exactly one"),
             (json!({"input": {}}), "workflow"),
             (json!({"activity": 3, "providers": ["p"]}), "activity"),
-            (json!({"activity": "a", "providers": ["p"], "options": {"heartbeat_timeout_s": 0}}), "heartbeat_timeout_s"),
+            (
+                json!({"activity": "a", "providers": ["p"], "options": {"heartbeat_timeout_s": 0}}),
+                "heartbeat_timeout_s",
+            ),
             (json!([1, 2]), "invalid type"),
         ] {
             let err = JobRequest::from_json(&body).expect_err("must be refused");
@@ -442,9 +475,18 @@ mod tests {
 
     #[test]
     fn idempotency_keys_are_visible_ascii() {
-        assert!(matches!(check_idempotency_key(""), Err(EngineError::MissingIdempotencyKey)));
-        assert!(matches!(check_idempotency_key("a b"), Err(EngineError::InvalidIdempotencyKey)));
-        assert!(matches!(check_idempotency_key("é"), Err(EngineError::InvalidIdempotencyKey)));
+        assert!(matches!(
+            check_idempotency_key(""),
+            Err(EngineError::MissingIdempotencyKey)
+        ));
+        assert!(matches!(
+            check_idempotency_key("a b"),
+            Err(EngineError::InvalidIdempotencyKey)
+        ));
+        assert!(matches!(
+            check_idempotency_key("é"),
+            Err(EngineError::InvalidIdempotencyKey)
+        ));
         assert!(matches!(
             check_idempotency_key(&"k".repeat(256)),
             Err(EngineError::InvalidIdempotencyKey)
@@ -455,7 +497,12 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_is_capped() {
-        let retry = RetryPolicy { max_attempts_per_provider: 5, initial_backoff_ms: 200, max_backoff_ms: 1000, multiplier: 2.0 };
+        let retry = RetryPolicy {
+            max_attempts_per_provider: 5,
+            initial_backoff_ms: 200,
+            max_backoff_ms: 1000,
+            multiplier: 2.0,
+        };
         assert_eq!(retry.backoff_ms(0), 200);
         assert_eq!(retry.backoff_ms(1), 400);
         assert_eq!(retry.backoff_ms(2), 800);

@@ -23,7 +23,9 @@ pub fn init() -> Telemetry {
     let logs = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
-    let endpoint = std::env::var(OTLP_ENDPOINT_VAR).ok().filter(|e| !e.trim().is_empty());
+    let endpoint = std::env::var(OTLP_ENDPOINT_VAR)
+        .ok()
+        .filter(|e| !e.trim().is_empty());
     #[cfg(feature = "otel")]
     {
         let (provider, exporter_error) = match endpoint.as_deref().map(otlp_provider) {
@@ -35,17 +37,26 @@ pub fn init() -> Telemetry {
             use opentelemetry::trace::TracerProvider as _;
             tracing_opentelemetry::layer().with_tracer(p.tracer("onceflow"))
         });
-        tracing_subscriber::registry().with(filter).with(logs).with(otel).init();
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(logs)
+            .with(otel)
+            .init();
         match (&endpoint, exporter_error) {
             (Some(e), None) => tracing::info!(endpoint = %e, "exporting spans by OTLP/HTTP"),
-            (Some(e), Some(error)) => tracing::warn!(endpoint = %e, %error, "cannot export spans; logging only"),
+            (Some(e), Some(error)) => {
+                tracing::warn!(endpoint = %e, %error, "cannot export spans; logging only")
+            }
             _ => {}
         }
         Telemetry { provider }
     }
     #[cfg(not(feature = "otel"))]
     {
-        tracing_subscriber::registry().with(filter).with(logs).init();
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(logs)
+            .init();
         if endpoint.is_some() {
             tracing::warn!("{OTLP_ENDPOINT_VAR} is set, but this onceflow was built without the `otel` feature: no spans are exported");
         }
@@ -63,7 +74,11 @@ fn otlp_provider(endpoint: &str) -> Result<opentelemetry_sdk::trace::SdkTracerPr
         .map_err(|e| e.to_string())?;
     Ok(opentelemetry_sdk::trace::SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
-        .with_resource(opentelemetry_sdk::Resource::builder().with_service_name("onceflow").build())
+        .with_resource(
+            opentelemetry_sdk::Resource::builder()
+                .with_service_name("onceflow")
+                .build(),
+        )
         .build())
 }
 

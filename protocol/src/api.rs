@@ -133,7 +133,9 @@ impl ActivityOptionsBody {
                 max_attempts_per_provider: retry
                     .max_attempts_per_provider
                     .unwrap_or(defaults.max_attempts_per_provider),
-                initial_backoff_ms: retry.initial_backoff_ms.unwrap_or(defaults.initial_backoff_ms),
+                initial_backoff_ms: retry
+                    .initial_backoff_ms
+                    .unwrap_or(defaults.initial_backoff_ms),
                 max_backoff_ms: retry.max_backoff_ms.unwrap_or(defaults.max_backoff_ms),
                 multiplier: retry.multiplier.unwrap_or(defaults.multiplier),
             },

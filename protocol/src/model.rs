@@ -52,7 +52,10 @@ status_enum! {
 impl JobStatus {
     /// Whether the job is closed: its result slots can no longer be taken.
     pub fn is_closed(self) -> bool {
-        matches!(self, JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled)
+        matches!(
+            self,
+            JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled
+        )
     }
 }
 
@@ -114,8 +117,11 @@ status_enum! {
 
 impl AttemptStatus {
     /// Live attempts block new ones (invariant 2): `scheduled`, `started`, `unknown`.
-    pub const LIVE: [AttemptStatus; 3] =
-        [AttemptStatus::Scheduled, AttemptStatus::Started, AttemptStatus::Unknown];
+    pub const LIVE: [AttemptStatus; 3] = [
+        AttemptStatus::Scheduled,
+        AttemptStatus::Started,
+        AttemptStatus::Unknown,
+    ];
 
     /// Whether the attempt is live (`scheduled`, `started` or `unknown`).
     pub fn is_live(self) -> bool {
@@ -280,7 +286,12 @@ pub struct ErrorInfo {
 impl ErrorInfo {
     /// An error with a code and a message.
     pub fn new(code: &str, message: impl Into<String>) -> Self {
-        ErrorInfo { code: code.to_owned(), message: message.into(), retryable: None, details: None }
+        ErrorInfo {
+            code: code.to_owned(),
+            message: message.into(),
+            retryable: None,
+            details: None,
+        }
     }
 }
 

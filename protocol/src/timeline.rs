@@ -15,7 +15,11 @@ pub fn short_time(rfc3339: &str) -> String {
 /// The job as a person reads it: header, activities with attempts, then every event.
 pub fn render_timeline(job: &JobView, events: &[JobEvent]) -> String {
     let mut out = String::new();
-    let what = job.activity.as_deref().or(job.workflow.as_deref()).unwrap_or("?");
+    let what = job
+        .activity
+        .as_deref()
+        .or(job.workflow.as_deref())
+        .unwrap_or("?");
     out.push_str(&format!(
         "job {}  {} `{}`  owner {}  key {}\nstatus {}  created {}{}\n",
         job.id,
@@ -25,7 +29,9 @@ pub fn render_timeline(job: &JobView, events: &[JobEvent]) -> String {
         job.idempotency_key,
         job.status,
         short_time(&job.created_at.to_rfc3339()),
-        job.finished_at.map(|t| format!("  finished {}", short_time(&t.to_rfc3339()))).unwrap_or_default(),
+        job.finished_at
+            .map(|t| format!("  finished {}", short_time(&t.to_rfc3339())))
+            .unwrap_or_default(),
     ));
     if let Some(result) = &job.result {
         out.push_str(&format!("result {result}\n"));
@@ -54,20 +60,32 @@ pub fn render_timeline(job: &JobView, events: &[JobEvent]) -> String {
     }
     out.push_str("\ntimeline\n");
     for e in events {
-        let attempt = e.attempt_id.and_then(|id| numbers.get(&id).cloned()).unwrap_or_default();
+        let attempt = e
+            .attempt_id
+            .and_then(|id| numbers.get(&id).cloned())
+            .unwrap_or_default();
         let mut note = String::new();
         if let Some(reason) = e.data.get("reason").and_then(Value::as_str) {
             note = format!("reason: {reason}");
         }
         if e.kind == "race_lost" {
-            let winner = e.data.get("winner").and_then(Value::as_str).and_then(|w| w.parse().ok()).and_then(|w: uuid::Uuid| numbers.get(&w).cloned());
+            let winner = e
+                .data
+                .get("winner")
+                .and_then(Value::as_str)
+                .and_then(|w| w.parse().ok())
+                .and_then(|w: uuid::Uuid| numbers.get(&w).cloned());
             note = match winner {
                 Some(w) => format!("late result discarded; {w} had won"),
                 None => "late result discarded; the slot was closed".to_owned(),
             };
         }
         if e.kind == "failover" {
-            note = format!("{} → {}", e.data["from"].as_str().unwrap_or("?"), e.data["to"].as_str().unwrap_or("?"));
+            note = format!(
+                "{} → {}",
+                e.data["from"].as_str().unwrap_or("?"),
+                e.data["to"].as_str().unwrap_or("?")
+            );
         }
         out.push_str(&format!(
             "  {:>3}  {}  {:<24} {:<22} {:<20} {}\n",

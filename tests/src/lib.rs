@@ -6,13 +6,16 @@
 //! may connect to in order to create and drop others), by default
 //! `postgres://postgres@127.0.0.1:5432/postgres`.
 
+pub mod cluster;
 pub mod server;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use onceflow_engine::model::{ActivityOptions, ActivityTask, AttemptStatus, AttemptView, RetryPolicy, Scope};
+use onceflow_engine::model::{
+    ActivityOptions, ActivityTask, AttemptStatus, AttemptView, RetryPolicy, Scope,
+};
 use onceflow_engine::store::postgres::PgStore;
 use onceflow_engine::store::sqlite::SqliteStore;
 use onceflow_engine::store::Store;
@@ -59,11 +62,15 @@ impl TestDb {
         let name = format!("onceflow_test_{}", uuid::Uuid::new_v4().simple());
         let db = match backend {
             Backend::Postgres => {
-                let admin: PgConnectOptions = admin_url().parse().expect("ONCEFLOW_TEST_DATABASE_URL parses");
-                let mut conn = PgConnection::connect_with(&admin)
+                let admin: PgConnectOptions = admin_url()
+                    .parse()
+                    .expect("ONCEFLOW_TEST_DATABASE_URL parses");
+                let mut conn = PgConnection::connect_with(&admin).await.expect(
+                    "connect to the PostgreSQL admin database (set ONCEFLOW_TEST_DATABASE_URL)",
+                );
+                conn.execute(format!("CREATE DATABASE {name}").as_str())
                     .await
-                    .expect("connect to the PostgreSQL admin database (set ONCEFLOW_TEST_DATABASE_URL)");
-                conn.execute(format!("CREATE DATABASE {name}").as_str()).await.expect("create the test database");
+                    .expect("create the test database");
                 conn.close().await.ok();
                 // As `PgStore::connect` runs the engine's connections.
                 let options = admin.database(&name).options([("jit", "off")]);
@@ -77,14 +84,30 @@ impl TestDb {
                     Some(i) => format!("{}/{}", &admin[..i], name),
                     None => format!("{admin}/{name}"),
                 };
-                TestDb { backend, store: Arc::new(PgStore::new(pool.clone())), name, url, pg: Some((options, pool)), sqlite: None }
+                TestDb {
+                    backend,
+                    store: Arc::new(PgStore::new(pool.clone())),
+                    name,
+                    url,
+                    pg: Some((options, pool)),
+                    sqlite: None,
+                }
             }
             Backend::Sqlite => {
                 let path = std::env::temp_dir().join(format!("{name}.db"));
                 let url = format!("sqlite://{}", path.display());
-                let store = SqliteStore::connect(&url, 8).await.expect("open the SQLite test database");
+                let store = SqliteStore::connect(&url, 8)
+                    .await
+                    .expect("open the SQLite test database");
                 let pool = store.pool().clone();
-                TestDb { backend, store: Arc::new(store), name, url, pg: None, sqlite: Some((path, pool)) }
+                TestDb {
+                    backend,
+                    store: Arc::new(store),
+                    name,
+                    url,
+                    pg: None,
+                    sqlite: Some((path, pool)),
+                }
             }
         };
         db.engine().migrate().await.expect("migrations apply");
@@ -128,7 +151,11 @@ impl TestDb {
                         .expect("connect a separate session");
                     Arc::new(PgStore::new(pool))
                 }
-                None => Arc::new(SqliteStore::connect(&self.url, 2).await.expect("open a separate SQLite store")),
+                None => Arc::new(
+                    SqliteStore::connect(&self.url, 2)
+                        .await
+                        .expect("open a separate SQLite store"),
+                ),
             };
             engines.push(Engine::new(store));
         }
@@ -139,7 +166,11 @@ impl TestDb {
     /// as prepared statements); `None` on SQLite.
     pub async fn pg_connection(&self) -> Option<PgConnection> {
         match &self.pg {
-            Some((options, _)) => Some(PgConnection::connect_with(options).await.expect("connect to the test database")),
+            Some((options, _)) => Some(
+                PgConnection::connect_with(options)
+                    .await
+                    .expect("connect to the test database"),
+            ),
             None => None,
         }
     }
@@ -147,8 +178,16 @@ impl TestDb {
     /// Runs a statement; the database's error text on failure.
     pub async fn execute(&self, sql: &str) -> Result<u64, String> {
         match (&self.pg, &self.sqlite) {
-            (Some((_, pool)), _) => sqlx::query(sql).execute(pool).await.map(|r| r.rows_affected()).map_err(|e| e.to_string()),
-            (_, Some((_, pool))) => sqlx::query(sql).execute(pool).await.map(|r| r.rows_affected()).map_err(|e| e.to_string()),
+            (Some((_, pool)), _) => sqlx::query(sql)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(|e| e.to_string()),
+            (_, Some((_, pool))) => sqlx::query(sql)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(|e| e.to_string()),
             _ => unreachable!("a test database has a pool"),
         }
     }
@@ -203,7 +242,10 @@ impl TestDb {
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = t.owner_id AND j.id = t.job_id)",
             )
             .await;
-        assert!(orphans.is_empty(), "rows without their parent, by table: {orphans:?}");
+        assert!(
+            orphans.is_empty(),
+            "rows without their parent, by table: {orphans:?}"
+        );
     }
 
     /// The JSON value a query answers (a JSONB column on PostgreSQL, JSON text on SQLite).
@@ -252,13 +294,21 @@ impl TestDb {
     pub async fn lock_writes(&self) -> WriteLock {
         let session = match &self.pg {
             Some((options, _)) => {
-                let mut c = PgConnection::connect_with(options).await.expect("connect to the test database");
-                c.execute("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE").await.expect("lock jobs");
+                let mut c = PgConnection::connect_with(options)
+                    .await
+                    .expect("connect to the test database");
+                c.execute("BEGIN; LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+                    .await
+                    .expect("lock jobs");
                 WriteLockSession::Postgres(c)
             }
             None => {
-                let mut c = sqlx::SqliteConnection::connect(&self.url).await.expect("open the SQLite test database");
-                c.execute("BEGIN IMMEDIATE").await.expect("take the SQLite write lock");
+                let mut c = sqlx::SqliteConnection::connect(&self.url)
+                    .await
+                    .expect("open the SQLite test database");
+                c.execute("BEGIN IMMEDIATE")
+                    .await
+                    .expect("take the SQLite write lock");
                 WriteLockSession::Sqlite(c)
             }
         };
@@ -282,11 +332,16 @@ impl Drop for TestDb {
         let admin = admin_url();
         // Drop runs outside async context guarantees: use a thread with its own runtime.
         let dropped = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
             rt.block_on(async move {
                 let admin: PgConnectOptions = admin.parse().ok()?;
                 let mut conn = PgConnection::connect_with(&admin).await.ok()?;
-                conn.execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str()).await.ok()?;
+                conn.execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+                    .await
+                    .ok()?;
                 Some(())
             })
         })
@@ -304,7 +359,11 @@ fn capture_engine_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Once per test binary; a later call finds the subscriber installed and does nothing.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_test_writer().try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_test_writer()
+        .try_init();
 }
 
 /// Waits until `check` answers `true`, polling; panics after `timeout`.
@@ -318,7 +377,10 @@ where
         if check().await {
             return;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -337,7 +399,11 @@ pub fn quick_options() -> ActivityOptions {
     let defaults = ActivityOptions::default();
     ActivityOptions {
         heartbeat_timeout_s: Some(1),
-        retry: RetryPolicy { initial_backoff_ms: 10, max_backoff_ms: 50, ..defaults.retry },
+        retry: RetryPolicy {
+            initial_backoff_ms: 10,
+            max_backoff_ms: 50,
+            ..defaults.retry
+        },
         ..defaults
     }
 }
@@ -355,16 +421,32 @@ pub fn text_schema() -> Value {
 /// Registers the `generate` contract for `owner` and records a passing certification of
 /// `provider` for it.
 pub async fn certify(engine: &Engine, owner: &str, provider: &str) -> String {
-    let hash = engine.register_contract(owner, "generate", &text_schema()).await.expect("contract registers");
+    let hash = engine
+        .register_contract(owner, "generate", &text_schema())
+        .await
+        .expect("contract registers");
     engine
-        .record_certification(owner, "generate", provider, &hash, true, json!({"cases": 3}))
+        .record_certification(
+            owner,
+            "generate",
+            provider,
+            &hash,
+            true,
+            json!({"cases": 3}),
+        )
         .await
         .expect("certification records");
     hash
 }
 
 /// Claims, as worker `worker`, up to `max` tasks of `generate` at `provider` for `scope`.
-pub async fn claim(engine: &Engine, scope: &Scope, worker: &str, provider: &str, max: u32) -> Vec<ActivityTask> {
+pub async fn claim(
+    engine: &Engine,
+    scope: &Scope,
+    worker: &str,
+    provider: &str,
+    max: u32,
+) -> Vec<ActivityTask> {
     engine
         .claim(
             scope,
@@ -385,7 +467,10 @@ pub async fn claim_one(engine: &Engine, provider: &str) -> ActivityTask {
     let mut got = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while got.is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no task for {provider} became available");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no task for {provider} became available"
+        );
         got = claim(engine, &owner(ALICE), "w1", provider, 1).await;
         if got.is_empty() {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -407,7 +492,11 @@ pub async fn event_types(engine: &Engine, job_id: uuid::Uuid) -> Vec<String> {
 }
 
 /// An attempt of a job, as the job view shows it.
-pub async fn attempt_view(engine: &Engine, job_id: uuid::Uuid, attempt_id: uuid::Uuid) -> AttemptView {
+pub async fn attempt_view(
+    engine: &Engine,
+    job_id: uuid::Uuid,
+    attempt_id: uuid::Uuid,
+) -> AttemptView {
     engine
         .job(&Scope::AllOwners, job_id)
         .await
@@ -422,10 +511,14 @@ pub async fn attempt_view(engine: &Engine, job_id: uuid::Uuid, attempt_id: uuid:
 /// Runs the reaper until attempt `attempt_id` of `job_id` is `unknown` (its lease has
 /// expired and the reaper saw it), or panics after 10 s.
 pub async fn reap_until_unknown(engine: &Engine, job_id: uuid::Uuid, attempt_id: uuid::Uuid) {
-    wait_for("the lease to expire and the reaper to mark the attempt unknown", Duration::from_secs(10), || async {
-        engine.reap().await.expect("reaper runs");
-        attempt_view(engine, job_id, attempt_id).await.status == AttemptStatus::Unknown
-    })
+    wait_for(
+        "the lease to expire and the reaper to mark the attempt unknown",
+        Duration::from_secs(10),
+        || async {
+            engine.reap().await.expect("reaper runs");
+            attempt_view(engine, job_id, attempt_id).await.status == AttemptStatus::Unknown
+        },
+    )
     .await;
 }
 
@@ -471,7 +564,9 @@ macro_rules! rules {
     };
 }
 /// The API.md error code of a result that must be an error.
-pub fn code_of<T: std::fmt::Debug>(result: &Result<T, onceflow_engine::EngineError>) -> &'static str {
+pub fn code_of<T: std::fmt::Debug>(
+    result: &Result<T, onceflow_engine::EngineError>,
+) -> &'static str {
     match result {
         Err(e) => e.code(),
         Ok(v) => panic!("expected an error, got {v:?}"),
@@ -487,9 +582,16 @@ pub fn result_of(task: &ActivityTask, result: Value) -> onceflow_engine::Complet
 }
 
 /// A completion with an error.
-pub fn error_of(task: &ActivityTask, message: &str, retryable: bool) -> onceflow_engine::Completion {
+pub fn error_of(
+    task: &ActivityTask,
+    message: &str,
+    retryable: bool,
+) -> onceflow_engine::Completion {
     onceflow_engine::Completion {
         lease_token: task.lease_token,
-        body: onceflow_engine::CompletionBody::Error { message: message.to_owned(), retryable },
+        body: onceflow_engine::CompletionBody::Error {
+            message: message.to_owned(),
+            retryable,
+        },
     }
 }

@@ -36,7 +36,13 @@ impl Tokens {
     pub async fn mint(engine: &Engine) -> Tokens {
         let t = |owner: &'static str, role| {
             let engine = engine.clone();
-            async move { engine.create_token(owner, role).await.expect("token mints").token }
+            async move {
+                engine
+                    .create_token(owner, role)
+                    .await
+                    .expect("token mints")
+                    .token
+            }
         };
         Tokens {
             client: t("alice", Role::Client).await,
@@ -62,7 +68,9 @@ pub struct Reply {
 impl Reply {
     /// The error code of a JSON error body.
     pub fn code(&self) -> &str {
-        self.body["error"]["code"].as_str().unwrap_or("<no error code>")
+        self.body["error"]["code"]
+            .as_str()
+            .unwrap_or("<no error code>")
     }
 }
 
@@ -78,11 +86,21 @@ pub struct Api {
 impl Api {
     /// A client of the server at `url`.
     pub fn new(url: String) -> Api {
-        Api { url, http: reqwest::Client::new() }
+        Api {
+            url,
+            http: reqwest::Client::new(),
+        }
     }
 
     /// Sends a request with an optional token, headers and JSON body.
-    pub async fn send(&self, method: Method, path: &str, token: Option<&str>, headers: &[(&str, &str)], body: Option<&Value>) -> Reply {
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Reply {
         let mut request = self.http.request(method, format!("{}{}", self.url, path));
         if let Some(token) = token {
             request = request.bearer_auth(token);
@@ -97,8 +115,18 @@ impl Api {
     }
 
     /// Sends raw bytes as the body.
-    pub async fn send_raw(&self, method: Method, path: &str, token: Option<&str>, headers: &[(&str, &str)], body: Vec<u8>) -> Reply {
-        let mut request = self.http.request(method, format!("{}{}", self.url, path)).body(body);
+    pub async fn send_raw(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Reply {
+        let mut request = self
+            .http
+            .request(method, format!("{}{}", self.url, path))
+            .body(body);
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
@@ -114,7 +142,11 @@ impl Api {
         let headers = response.headers().clone();
         let bytes = response.bytes().await.expect("the body arrives");
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Reply { status, headers, body }
+        Reply {
+            status,
+            headers,
+            body,
+        }
     }
 
     /// GET with a token.
@@ -124,12 +156,20 @@ impl Api {
 
     /// POST JSON with a token.
     pub async fn post(&self, path: &str, token: &str, body: &Value) -> Reply {
-        self.send(Method::POST, path, Some(token), &[], Some(body)).await
+        self.send(Method::POST, path, Some(token), &[], Some(body))
+            .await
     }
 
     /// `POST /v1/jobs` with an idempotency key.
     pub async fn submit(&self, token: &str, key: &str, body: &Value) -> Reply {
-        self.send(Method::POST, "/v1/jobs", Some(token), &[("Idempotency-Key", key)], Some(body)).await
+        self.send(
+            Method::POST,
+            "/v1/jobs",
+            Some(token),
+            &[("Idempotency-Key", key)],
+            Some(body),
+        )
+        .await
     }
 
     /// `POST /v1/worker/poll` for one provider of `generate`.
@@ -160,7 +200,14 @@ pub struct TestServer {
 impl TestServer {
     /// Starts a server on `db` with test-friendly settings (reaper every 100 ms).
     pub async fn start(db: &TestDb) -> TestServer {
-        Self::start_with(db, ServerConfig { reaper_interval: Duration::from_millis(100), ..ServerConfig::default() }).await
+        Self::start_with(
+            db,
+            ServerConfig {
+                reaper_interval: Duration::from_millis(100),
+                ..ServerConfig::default()
+            },
+        )
+        .await
     }
 
     /// Starts a server on `db` with `config` (its `bind` is ignored: a free port is used).
@@ -172,11 +219,18 @@ impl TestServer {
 
     /// Starts a server for an existing engine and tokens.
     pub async fn start_engine(engine: Engine, tokens: Tokens, config: ServerConfig) -> TestServer {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
         let addr: SocketAddr = listener.local_addr().expect("bound");
         let shutdown = CancellationToken::new();
         tokio::spawn(serve_on(listener, engine.clone(), config, shutdown.clone()));
-        TestServer { api: Api::new(format!("http://{addr}")), tokens, engine, shutdown }
+        TestServer {
+            api: Api::new(format!("http://{addr}")),
+            tokens,
+            engine,
+            shutdown,
+        }
     }
 }
 
@@ -193,7 +247,10 @@ pub fn onceflow_binary() -> PathBuf {
     BUILT
         .get_or_init(|| {
             let exe = std::env::current_exe().expect("test executable path");
-            let target_profile = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>/deps");
+            let target_profile = exe
+                .parent()
+                .and_then(|deps| deps.parent())
+                .expect("target/<profile>/deps");
             let target_dir = target_profile.parent().expect("target dir");
             // The same profile as these tests (`target/debug` is `dev`), so that the binary
             // is built from the same sources into the directory looked in below.
@@ -202,7 +259,18 @@ pub fn onceflow_binary() -> PathBuf {
                 Some(other) => other.to_owned(),
             };
             let status = Command::new(env!("CARGO"))
-                .args(["build", "--quiet", "--profile", &profile, "-p", "onceflow-engine", "--features", "otel", "--bin", "onceflow"])
+                .args([
+                    "build",
+                    "--quiet",
+                    "--profile",
+                    &profile,
+                    "-p",
+                    "onceflow-engine",
+                    "--features",
+                    "otel",
+                    "--bin",
+                    "onceflow",
+                ])
                 .env("CARGO_TARGET_DIR", target_dir)
                 .status()
                 .expect("run cargo build for the onceflow binary");
@@ -223,7 +291,11 @@ impl ServerProcess {
     /// Starts `onceflow serve` on `database_url` at a free loopback port and waits until
     /// it answers `/healthz`.
     pub async fn start(database_url: &str, extra: &[&str]) -> ServerProcess {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("free port")
+            .local_addr()
+            .expect("addr")
+            .port();
         Self::start_at(database_url, port, extra).await
     }
 
@@ -234,9 +306,22 @@ impl ServerProcess {
     }
 
     /// Starts `onceflow serve` with extra environment variables.
-    pub async fn start_with_env(database_url: &str, port: u16, extra: &[&str], env: &[(&str, &str)]) -> ServerProcess {
+    pub async fn start_with_env(
+        database_url: &str,
+        port: u16,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServerProcess {
         let child = Command::new(onceflow_binary())
-            .args(["serve", "--database-url", database_url, "--bind", &format!("127.0.0.1:{port}"), "--reaper-interval-ms", "100"])
+            .args([
+                "serve",
+                "--database-url",
+                database_url,
+                "--bind",
+                &format!("127.0.0.1:{port}"),
+                "--reaper-interval-ms",
+                "100",
+            ])
             .args(extra)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
@@ -247,19 +332,33 @@ impl ServerProcess {
         let process = ServerProcess { api, child };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
-            if let Ok(r) = process.api.http.get(format!("{}/healthz", process.api.url)).send().await {
+            if let Ok(r) = process
+                .api
+                .http
+                .get(format!("{}/healthz", process.api.url))
+                .send()
+                .await
+            {
                 if r.status() == StatusCode::OK {
                     return process;
                 }
             }
-            assert!(tokio::time::Instant::now() < deadline, "onceflow serve did not come up");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "onceflow serve did not come up"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     /// The loopback port it listens on.
     pub fn port(&self) -> u16 {
-        self.api.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("url has a port")
+        self.api
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("url has a port")
     }
 
     /// The process id.

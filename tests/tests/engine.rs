@@ -4,8 +4,8 @@
 mod engine {
     mod batching;
     mod cancellation;
-    mod connections;
     mod commit;
+    mod connections;
     mod dedup;
     mod dispatch;
     mod failover;

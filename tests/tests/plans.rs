@@ -6,8 +6,10 @@
 //! the production store, where history grows without bound.)
 
 use onceflow_engine::store::postgres::{
-    BEGIN_TRANSACTION_SQL, CLAIM_ATTEMPTS_SQL, CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DUE_TIMERS_SQL, EXPIRED_LEASES_SQL,
-    ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, DELETE_PRUNED_JOBS_SQL, EXTEND_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL, LOCK_PRUNABLE_JOBS_SQL, OVERDUE_SCHEDULED_SQL, REPLAY_JOBS_SQL,
+    ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, BEGIN_TRANSACTION_SQL, CLAIM_ATTEMPTS_SQL,
+    CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DELETE_PRUNED_JOBS_SQL,
+    DUE_TIMERS_SQL, EXPIRED_LEASES_SQL, EXTEND_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL,
+    LOCK_PRUNABLE_JOBS_SQL, OVERDUE_SCHEDULED_SQL, REPLAY_JOBS_SQL,
 };
 use onceflow_tests::{claim_one, llm_job, owner, quick_options, result_of, Backend, TestDb, ALICE};
 use serde_json::json;
@@ -21,17 +23,43 @@ async fn plan(db: &TestDb, mode: &str, name: &str, types: &str, sql: &str, args:
 }
 
 /// [`plan`] inside a transaction begun as the engine begins its transactions.
-async fn plan_in_engine_transaction(db: &TestDb, mode: &str, name: &str, types: &str, sql: &str, args: &str) -> String {
+async fn plan_in_engine_transaction(
+    db: &TestDb,
+    mode: &str,
+    name: &str,
+    types: &str,
+    sql: &str,
+    args: &str,
+) -> String {
     let mut conn = db.pg_connection().await.expect("PostgreSQL");
-    sqlx::raw_sql(BEGIN_TRANSACTION_SQL).execute(&mut conn).await.expect("begin as the engine does");
+    sqlx::raw_sql(BEGIN_TRANSACTION_SQL)
+        .execute(&mut conn)
+        .await
+        .expect("begin as the engine does");
     explain(&mut conn, mode, name, types, sql, args).await
 }
 
-async fn explain(conn: &mut sqlx::PgConnection, mode: &str, name: &str, types: &str, sql: &str, args: &str) -> String {
+async fn explain(
+    conn: &mut sqlx::PgConnection,
+    mode: &str,
+    name: &str,
+    types: &str,
+    sql: &str,
+    args: &str,
+) -> String {
     let conn = &mut *conn;
-    sqlx::query(&format!("SET plan_cache_mode = {mode}")).execute(&mut *conn).await.unwrap_or_else(|e| panic!("{mode}: {e}"));
-    sqlx::query(&format!("PREPARE {name}({types}) AS {sql}")).execute(&mut *conn).await.unwrap_or_else(|e| panic!("prepare {name}: {e}"));
-    let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE {name}({args})")).fetch_all(&mut *conn).await.unwrap_or_else(|e| panic!("explain {name}: {e}"));
+    sqlx::query(&format!("SET plan_cache_mode = {mode}"))
+        .execute(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("{mode}: {e}"));
+    sqlx::query(&format!("PREPARE {name}({types}) AS {sql}"))
+        .execute(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("prepare {name}: {e}"));
+    let lines: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE {name}({args})"))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("explain {name}: {e}"));
     lines.join("\n")
 }
 
@@ -72,13 +100,27 @@ async fn check_plans(db: &TestDb, when: &str) {
         ];
         for (name, plan) in &plans {
             for table in ["attempts", "jobs", "timers", "activities"] {
-                assert!(!plan.contains(&format!("Seq Scan on {table}")), "{name} ({when}, {mode}) scans {table} sequentially:\n{plan}");
+                assert!(
+                    !plan.contains(&format!("Seq Scan on {table}")),
+                    "{name} ({when}, {mode}) scans {table} sequentially:\n{plan}"
+                );
             }
         }
         let find = |name: &str| &plans.iter().find(|(n, _)| *n == name).expect("explained").1;
         // Only statements about live attempts as such may read that index.
-        for name in ["claim", "owner_claim", "reaper", "expiry", "batched_win", "completion_lock"] {
-            assert!(!find(name).contains("attempts_one_live_per_activity"), "{name} ({when}, {mode}) reads the live attempts' index:\n{}", find(name));
+        for name in [
+            "claim",
+            "owner_claim",
+            "reaper",
+            "expiry",
+            "batched_win",
+            "completion_lock",
+        ] {
+            assert!(
+                !find(name).contains("attempts_one_live_per_activity"),
+                "{name} ({when}, {mode}) reads the live attempts' index:\n{}",
+                find(name)
+            );
         }
         for (name, index) in [
             ("claim", "attempts_dispatch"),
@@ -93,11 +135,18 @@ async fn check_plans(db: &TestDb, when: &str) {
             ("retention", "jobs_id_unique"),
             ("retention_after", "jobs_id_unique"),
         ] {
-            assert!(find(name).contains(index), "{name} ({when}, {mode}) uses {index}:\n{}", find(name));
+            assert!(
+                find(name).contains(index),
+                "{name} ({when}, {mode}) uses {index}:\n{}",
+                find(name)
+            );
         }
         // Retention's delete reaches each job by its key, whichever unique index holds it.
         let delete = find("retention_delete");
-        assert!(delete.contains("jobs_pkey on jobs") || delete.contains("jobs_id_unique on jobs"), "retention_delete ({when}, {mode}):\n{delete}");
+        assert!(
+            delete.contains("jobs_pkey on jobs") || delete.contains("jobs_id_unique on jobs"),
+            "retention_delete ({when}, {mode}):\n{delete}"
+        );
     }
 }
 
@@ -134,15 +183,22 @@ async fn check_lookups_while_small(db: &TestDb) {
             // (Their status guard implies no partial index, so that no plan scans every
             // live attempt once the table is large; see the other tests.)
             let plan = match (*name, mode) {
-                ("claim", "force_custom_plan") => plan.replace("Seq Scan on attempts t ", "(tiny table) attempts t "),
+                ("claim", "force_custom_plan") => {
+                    plan.replace("Seq Scan on attempts t ", "(tiny table) attempts t ")
+                }
                 _ => plan.clone(),
             };
             for table in ["attempts", "jobs", "activities", "job_events"] {
-                assert!(!plan.contains(&format!("Seq Scan on {table}")), "{name} (small tables, {mode}) scans {table} sequentially:\n{plan}");
+                assert!(
+                    !plan.contains(&format!("Seq Scan on {table}")),
+                    "{name} (small tables, {mode}) scans {table} sequentially:\n{plan}"
+                );
             }
             // The batched win reaches each activity it updates by the ctid it locked or by
             // its primary key: a direct hit either way.
-            let hit = plan.contains(index) || (*name == "batched_win" && plan.contains("Index Scan using activities_pkey on activities a "));
+            let hit = plan.contains(index)
+                || (*name == "batched_win"
+                    && plan.contains("Index Scan using activities_pkey on activities a "));
             assert!(hit, "{name} (small tables, {mode}) uses {index}:\n{plan}");
         }
     }
@@ -162,16 +218,27 @@ async fn check_lookups_settle_on_a_cached_plan(db: &TestDb) {
     ];
     for (name, types, sql, args) in statements {
         let mut conn = db.pg_connection().await.expect("PostgreSQL");
-        sqlx::query("SET plan_cache_mode = auto").execute(&mut conn).await.expect("plan_cache_mode");
-        sqlx::query(&format!("PREPARE {name}({types}) AS {sql}")).execute(&mut conn).await.unwrap_or_else(|e| panic!("prepare {name}: {e}"));
-        for _ in 0..8 {
-            sqlx::query(&format!("EXECUTE {name}({args})")).execute(&mut conn).await.unwrap_or_else(|e| panic!("execute {name}: {e}"));
-        }
-        let (generic, custom): (i64, i64) = sqlx::query_as("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1")
-            .bind(name)
-            .fetch_one(&mut conn)
+        sqlx::query("SET plan_cache_mode = auto")
+            .execute(&mut conn)
             .await
-            .expect("pg_prepared_statements");
+            .expect("plan_cache_mode");
+        sqlx::query(&format!("PREPARE {name}({types}) AS {sql}"))
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("prepare {name}: {e}"));
+        for _ in 0..8 {
+            sqlx::query(&format!("EXECUTE {name}({args})"))
+                .execute(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("execute {name}: {e}"));
+        }
+        let (generic, custom): (i64, i64) = sqlx::query_as(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1",
+        )
+        .bind(name)
+        .fetch_one(&mut conn)
+        .await
+        .expect("pg_prepared_statements");
         assert!(generic >= 3, "{name}: planned again on every call ({generic} generic plans, {custom} custom of 8 calls)");
     }
 }
@@ -210,7 +277,14 @@ async fn lookups_keep_their_index_at_every_small_size() {
     let mut submitted = 0;
     for size in [0, 50, 100, 150, 200, 250, 300, 400] {
         while submitted < size {
-            engine.submit(ALICE, &format!("checkout-session-{submitted:012}-retry"), &llm_job(input.clone(), quick_options())).await.expect("submitted");
+            engine
+                .submit(
+                    ALICE,
+                    &format!("checkout-session-{submitted:012}-retry"),
+                    &llm_job(input.clone(), quick_options()),
+                )
+                .await
+                .expect("submitted");
             submitted += 1;
         }
         check_lookups_while_small(&db).await;
@@ -223,7 +297,14 @@ async fn hot_queries_stay_on_partial_indexes_as_history_grows() {
     let engine = db.engine();
     // A few live jobs, and a large finished history beside them.
     for i in 0..20 {
-        engine.submit(ALICE, &format!("live-{i}"), &llm_job(json!({}), quick_options())).await.unwrap();
+        engine
+            .submit(
+                ALICE,
+                &format!("live-{i}"),
+                &llm_job(json!({}), quick_options()),
+            )
+            .await
+            .unwrap();
     }
     check_lookups_while_small(&db).await;
     check_lookups_settle_on_a_cached_plan(&db).await;
@@ -245,7 +326,14 @@ async fn hot_queries_hold_when_statistics_saw_nothing_live() {
     db.execute("ANALYZE").await.expect("ANALYZE");
     let engine = db.engine();
     for i in 0..20 {
-        engine.submit(ALICE, &format!("burst-{i}"), &llm_job(json!({}), quick_options())).await.unwrap();
+        engine
+            .submit(
+                ALICE,
+                &format!("burst-{i}"),
+                &llm_job(json!({}), quick_options()),
+            )
+            .await
+            .unwrap();
     }
     check_plans(&db, "analyzed while nothing was live").await;
 }
@@ -258,17 +346,37 @@ async fn hot_queries_hold_when_statistics_saw_nothing_live() {
 async fn activity_job_claim_and_completion_add_no_job_index_entries() {
     let db = TestDb::new(Backend::Postgres).await;
     let engine = db.engine();
-    db.execute("CREATE EXTENSION IF NOT EXISTS pageinspect").await.expect("pageinspect (PostgreSQL contrib)");
+    db.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+        .await
+        .expect("pageinspect (PostgreSQL contrib)");
     let entries = || db.count("SELECT count(*) FROM bt_page_items('jobs_pkey', 1)");
-    let created = engine.submit(ALICE, "hot", &llm_job(json!({}), quick_options())).await.expect("submitted");
+    let created = engine
+        .submit(ALICE, "hot", &llm_job(json!({}), quick_options()))
+        .await
+        .expect("submitted");
     assert_eq!(entries().await, 1, "one job, one entry");
     let task = claim_one(&engine, "primary-llm").await;
     assert_eq!(task.job_id, created.job.id);
     assert_eq!(db.strings("SELECT status FROM jobs").await, ["running"]);
-    assert_eq!(entries().await, 1, "the claim's update of the job wrote an index entry");
-    engine.complete(&owner(ALICE), task.attempt_id, &result_of(&task, json!({"text": "done"}))).await.expect("completed");
+    assert_eq!(
+        entries().await,
+        1,
+        "the claim's update of the job wrote an index entry"
+    );
+    engine
+        .complete(
+            &owner(ALICE),
+            task.attempt_id,
+            &result_of(&task, json!({"text": "done"})),
+        )
+        .await
+        .expect("completed");
     assert_eq!(db.strings("SELECT status FROM jobs").await, ["succeeded"]);
-    assert_eq!(entries().await, 1, "the winning result's update of the job wrote an index entry");
+    assert_eq!(
+        entries().await,
+        1,
+        "the winning result's update of the job wrote an index entry"
+    );
 }
 
 /// DESIGN.md's Scale-out: every table carries `owner_id` and every primary or unique key
@@ -284,7 +392,11 @@ async fn every_unique_key_includes_the_owner() {
              ORDER BY 1",
         )
         .await;
-    assert_eq!(without_owner, Vec::<String>::new(), "tables without owner_id");
+    assert_eq!(
+        without_owner,
+        Vec::<String>::new(),
+        "tables without owner_id"
+    );
     let unique_without_owner = db
         .strings(
             "SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
@@ -294,5 +406,9 @@ async fn every_unique_key_includes_the_owner() {
              ORDER BY 1",
         )
         .await;
-    assert_eq!(unique_without_owner, Vec::<String>::new(), "unique keys without owner_id");
+    assert_eq!(
+        unique_without_owner,
+        Vec::<String>::new(),
+        "unique keys without owner_id"
+    );
 }

@@ -36,19 +36,34 @@ pub struct Client {
 impl Client {
     /// A client of the engine at `url` (e.g. `http://127.0.0.1:7380`).
     pub fn new(url: impl Into<String>, token: impl Into<String>) -> Result<Self, SdkError> {
-        Ok(Client { transport: Transport::new(url, token)? })
+        Ok(Client {
+            transport: Transport::new(url, token)?,
+        })
     }
 
     /// Submits an intent under `idempotency_key`. Submitting the same key and request
     /// again, any number of times and concurrently, returns the same job with
     /// `replayed: true`; the same key with a different request fails with
     /// `idempotency_key_reused`.
-    pub async fn submit(&self, idempotency_key: &str, request: &JobRequestBody) -> Result<Submitted, SdkError> {
+    pub async fn submit(
+        &self,
+        idempotency_key: &str,
+        request: &JobRequestBody,
+    ) -> Result<Submitted, SdkError> {
         let answer = self
             .transport
-            .call::<_, JobView>(Method::POST, "/v1/jobs", &[("Idempotency-Key", idempotency_key)], Some(request), CALL_TIMEOUT)
+            .call::<_, JobView>(
+                Method::POST,
+                "/v1/jobs",
+                &[("Idempotency-Key", idempotency_key)],
+                Some(request),
+                CALL_TIMEOUT,
+            )
             .await?;
-        Ok(Submitted { job: answer.body, replayed: answer.replayed || answer.status == 200 })
+        Ok(Submitted {
+            job: answer.body,
+            replayed: answer.replayed || answer.status == 200,
+        })
     }
 
     /// Submits an activity job: `activity` at `providers` in order (the first is the
@@ -65,7 +80,9 @@ impl Client {
             workflow: None,
             activity: Some(activity.to_owned()),
             providers: Some(providers.iter().map(|p| (*p).to_owned()).collect()),
-            input: Some(serde_json::to_value(input).map_err(|e| SdkError::Config(format!("input: {e}")))?),
+            input: Some(
+                serde_json::to_value(input).map_err(|e| SdkError::Config(format!("input: {e}")))?,
+            ),
             task_queue: None,
             options: Some(options.into()),
         };
@@ -79,12 +96,18 @@ impl Client {
 
     /// A job's history, oldest first.
     pub async fn events(&self, job_id: uuid::Uuid) -> Result<Vec<JobEvent>, SdkError> {
-        Ok(self.get::<EventList>(&format!("/v1/jobs/{job_id}/events")).await?.events)
+        Ok(self
+            .get::<EventList>(&format!("/v1/jobs/{job_id}/events"))
+            .await?
+            .events)
     }
 
     /// The newest jobs (one page).
     pub async fn recent_jobs(&self, limit: u32) -> Result<Vec<JobView>, SdkError> {
-        Ok(self.get::<JobList>(&format!("/v1/jobs?limit={limit}")).await?.jobs)
+        Ok(self
+            .get::<JobList>(&format!("/v1/jobs?limit={limit}"))
+            .await?
+            .jobs)
     }
 
     /// Gives up the intent: the job is `cancelled`, its running attempts are told to stop,
@@ -92,7 +115,13 @@ impl Client {
     pub async fn cancel(&self, job_id: uuid::Uuid) -> Result<JobView, SdkError> {
         Ok(self
             .transport
-            .call::<(), JobView>(Method::POST, &format!("/v1/jobs/{job_id}/cancel"), &[], None, CALL_TIMEOUT)
+            .call::<(), JobView>(
+                Method::POST,
+                &format!("/v1/jobs/{job_id}/cancel"),
+                &[],
+                None,
+                CALL_TIMEOUT,
+            )
             .await?
             .body)
     }
@@ -101,11 +130,24 @@ impl Client {
     /// Refused with `attempt_in_flight` while an attempt is live (even `unknown`), with
     /// `provider_not_certified` for an uncertified fallback, and with
     /// `activity_completed` once a result won.
-    pub async fn create_attempt(&self, job_id: uuid::Uuid, seq: i32, provider: &str) -> Result<AttemptView, SdkError> {
-        let body = ManualAttempt { provider: provider.to_owned() };
+    pub async fn create_attempt(
+        &self,
+        job_id: uuid::Uuid,
+        seq: i32,
+        provider: &str,
+    ) -> Result<AttemptView, SdkError> {
+        let body = ManualAttempt {
+            provider: provider.to_owned(),
+        };
         Ok(self
             .transport
-            .call(Method::POST, &format!("/v1/jobs/{job_id}/activities/{seq}/attempts"), &[], Some(&body), CALL_TIMEOUT)
+            .call(
+                Method::POST,
+                &format!("/v1/jobs/{job_id}/activities/{seq}/attempts"),
+                &[],
+                Some(&body),
+                CALL_TIMEOUT,
+            )
             .await?
             .body)
     }
@@ -125,17 +167,38 @@ impl Client {
 
     /// Operators: attempts `started` or `unknown` (per `statuses`, e.g. `"unknown"`) for
     /// at least `older_than_s`, across owners, oldest first.
-    pub async fn stuck_attempts(&self, statuses: &str, older_than_s: u64) -> Result<Vec<StuckAttempt>, SdkError> {
-        Ok(self.get::<StuckList>(&format!("/v1/attempts?status={statuses}&older_than_s={older_than_s}")).await?.attempts)
+    pub async fn stuck_attempts(
+        &self,
+        statuses: &str,
+        older_than_s: u64,
+    ) -> Result<Vec<StuckAttempt>, SdkError> {
+        Ok(self
+            .get::<StuckList>(&format!(
+                "/v1/attempts?status={statuses}&older_than_s={older_than_s}"
+            ))
+            .await?
+            .attempts)
     }
 
     /// Operators: cancels a live attempt out-of-band, with a reason. Its activity then
     /// fails over; a late result of the attempt still takes part in the compare-and-swap.
-    pub async fn cancel_attempt(&self, attempt_id: uuid::Uuid, reason: &str) -> Result<AttemptView, SdkError> {
-        let body = CancelAttemptRequest { reason: reason.to_owned() };
+    pub async fn cancel_attempt(
+        &self,
+        attempt_id: uuid::Uuid,
+        reason: &str,
+    ) -> Result<AttemptView, SdkError> {
+        let body = CancelAttemptRequest {
+            reason: reason.to_owned(),
+        };
         Ok(self
             .transport
-            .call(Method::POST, &format!("/v1/attempts/{attempt_id}/cancel"), &[], Some(&body), CALL_TIMEOUT)
+            .call(
+                Method::POST,
+                &format!("/v1/attempts/{attempt_id}/cancel"),
+                &[],
+                Some(&body),
+                CALL_TIMEOUT,
+            )
             .await?
             .body)
     }
@@ -148,6 +211,10 @@ impl Client {
     }
 
     async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, SdkError> {
-        Ok(self.transport.call::<(), T>(Method::GET, path, &[], None, CALL_TIMEOUT).await?.body)
+        Ok(self
+            .transport
+            .call::<(), T>(Method::GET, path, &[], None, CALL_TIMEOUT)
+            .await?
+            .body)
     }
 }

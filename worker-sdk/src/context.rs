@@ -52,7 +52,12 @@ struct Inner {
 impl ActivityContext {
     pub(crate) fn new(task: ActivityTask, transport: Option<Transport>) -> Self {
         ActivityContext {
-            inner: Arc::new(Inner { task, transport, stop: CancellationToken::new(), reason: AtomicU8::new(RUNNING) }),
+            inner: Arc::new(Inner {
+                task,
+                transport,
+                stop: CancellationToken::new(),
+                reason: AtomicU8::new(RUNNING),
+            }),
         }
     }
 
@@ -118,7 +123,10 @@ impl ActivityContext {
             StopReason::CancelRequested => CANCEL_REQUESTED,
             StopReason::LeaseLost => LEASE_LOST,
         };
-        let _ = self.inner.reason.compare_exchange(RUNNING, code, Ordering::AcqRel, Ordering::Acquire);
+        let _ =
+            self.inner
+                .reason
+                .compare_exchange(RUNNING, code, Ordering::AcqRel, Ordering::Acquire);
         self.inner.stop.cancel();
     }
 
@@ -134,11 +142,31 @@ impl ActivityContext {
         self.send_heartbeat(Some(details)).await
     }
 
-    pub(crate) async fn send_heartbeat(&self, details: Option<Value>) -> Result<Option<StopReason>, SdkError> {
-        let Some(transport) = &self.inner.transport else { return Ok(None) };
-        let body = HeartbeatRequest { lease_token: self.inner.task.lease_token, details };
-        let path = format!("/v1/worker/attempts/{}/heartbeat", self.inner.task.attempt_id);
-        match transport.call::<_, HeartbeatResponse>(Method::POST, &path, &[], Some(&body), Duration::from_secs(10)).await {
+    pub(crate) async fn send_heartbeat(
+        &self,
+        details: Option<Value>,
+    ) -> Result<Option<StopReason>, SdkError> {
+        let Some(transport) = &self.inner.transport else {
+            return Ok(None);
+        };
+        let body = HeartbeatRequest {
+            lease_token: self.inner.task.lease_token,
+            details,
+        };
+        let path = format!(
+            "/v1/worker/attempts/{}/heartbeat",
+            self.inner.task.attempt_id
+        );
+        match transport
+            .call::<_, HeartbeatResponse>(
+                Method::POST,
+                &path,
+                &[],
+                Some(&body),
+                Duration::from_secs(10),
+            )
+            .await
+        {
             Ok(answer) if answer.body.cancel_requested => {
                 self.request_stop(StopReason::CancelRequested);
                 Ok(Some(StopReason::CancelRequested))

@@ -18,12 +18,18 @@ pub struct ActivityError {
 impl ActivityError {
     /// A failure worth retrying at the same provider (a timeout, a 429, a 503).
     pub fn retryable(message: impl Into<String>) -> Self {
-        ActivityError { message: message.into(), retryable: true }
+        ActivityError {
+            message: message.into(),
+            retryable: true,
+        }
     }
 
     /// A failure the same provider will not get past (a 400, a refused card): fail over.
     pub fn fatal(message: impl Into<String>) -> Self {
-        ActivityError { message: message.into(), retryable: false }
+        ActivityError {
+            message: message.into(),
+            retryable: false,
+        }
     }
 }
 

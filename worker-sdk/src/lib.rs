@@ -80,4 +80,6 @@ pub use onceflow_protocol::model::{ActivityOptions, Failover, JobStatus, JobView
 pub use onceflow_protocol::{api, model};
 pub use provider::output_contract;
 pub use worker::{CertificationReport, Worker, WorkerBuilder, WorkerStats};
-pub use workflow::{ActivityCall, ActivityFailed, ActivityFuture, Sleep, WorkflowContext, WorkflowError};
+pub use workflow::{
+    ActivityCall, ActivityFailed, ActivityFuture, Sleep, WorkflowContext, WorkflowError,
+};

@@ -37,14 +37,17 @@ where
         let input: I = match serde_json::from_value(input) {
             Ok(i) => i,
             Err(e) => {
-                let error = ActivityError::fatal(format!("the input does not match the handler's input type: {e}"));
+                let error = ActivityError::fatal(format!(
+                    "the input does not match the handler's input type: {e}"
+                ));
                 return Box::pin(async move { Err(error) });
             }
         };
         let running = (self.f)(ctx, input);
         Box::pin(async move {
             let output = running.await?;
-            serde_json::to_value(output).map_err(|e| ActivityError::fatal(format!("the output does not serialize: {e}")))
+            serde_json::to_value(output)
+                .map_err(|e| ActivityError::fatal(format!("the output does not serialize: {e}")))
         })
     }
 }
@@ -80,7 +83,10 @@ impl Registration {
         Registration {
             activity: activity.to_owned(),
             provider: provider.to_owned(),
-            handler: Arc::new(Typed { f: handler, _types: PhantomData }),
+            handler: Arc::new(Typed {
+                f: handler,
+                _types: PhantomData,
+            }),
             output_schema: output_contract::<O>(),
             certify: None,
         }
@@ -99,22 +105,34 @@ pub(crate) struct LocalContract {
 
 impl LocalContract {
     pub(crate) fn compile(schema: &Value) -> Result<Self, SdkError> {
-        let validator = jsonschema::validator_for(schema)
-            .map_err(|e| SdkError::Config(format!("the output type's JSON Schema does not compile: {e}")))?;
+        let validator = jsonschema::validator_for(schema).map_err(|e| {
+            SdkError::Config(format!(
+                "the output type's JSON Schema does not compile: {e}"
+            ))
+        })?;
         Ok(LocalContract { validator })
     }
 
     /// Every way `output` fails the contract (empty when it satisfies it).
     pub(crate) fn violations(&self, output: &Value) -> Vec<String> {
-        self.validator.iter_errors(output).take(20).map(|e| format!("{}: {e}", e.instance_path())).collect()
+        self.validator
+            .iter_errors(output)
+            .take(20)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect()
     }
 }
 
 /// Serializes certification cases of any input type to JSON.
-pub(crate) fn cases_to_json<I: Serialize>(cases: impl IntoIterator<Item = I>) -> Result<Vec<Value>, SdkError> {
+pub(crate) fn cases_to_json<I: Serialize>(
+    cases: impl IntoIterator<Item = I>,
+) -> Result<Vec<Value>, SdkError> {
     cases
         .into_iter()
-        .map(|c| serde_json::to_value(c).map_err(|e| SdkError::Config(format!("certification case: {e}"))))
+        .map(|c| {
+            serde_json::to_value(c)
+                .map_err(|e| SdkError::Config(format!("certification case: {e}")))
+        })
         .collect()
 }
 
@@ -125,7 +143,8 @@ where
     V: Fn(&O) -> Result<(), String> + Send + Sync + 'static,
 {
     Arc::new(move |value: &Value| {
-        let output: O = serde_json::from_value(value.clone()).map_err(|e| format!("the output does not read back: {e}"))?;
+        let output: O = serde_json::from_value(value.clone())
+            .map_err(|e| format!("the output does not read back: {e}"))?;
         check(&output)
     })
 }

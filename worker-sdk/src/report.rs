@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use onceflow_protocol::api::{
-    AttemptCompletion, CompleteManyRequest, CompleteManyResponse, CompleteRequest, CompleteResponse, CompletionAnswer,
-    MAX_COMPLETIONS,
+    AttemptCompletion, CompleteManyRequest, CompleteManyResponse, CompleteRequest,
+    CompleteResponse, CompletionAnswer, MAX_COMPLETIONS,
 };
 use onceflow_protocol::model::CompletionOutcome;
 use reqwest::Method;
@@ -97,13 +97,20 @@ impl Reporter {
 
     fn outbox(&self) -> MutexGuard<'_, Outbox> {
         // The outbox holds no invariant a panic could break half-way: keep using it.
-        self.outbox.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.outbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Queues one attempt's completion; the receiver gets the engine's answer for it. With
     /// `at_once`, it is sent without waiting for a poll (a retry, say, which frees no slot).
     /// Repeating a completion is safe: the engine answers a repeat as it answered the first.
-    pub(crate) fn queue(&self, attempt_id: Uuid, body: &CompleteRequest, at_once: bool) -> oneshot::Receiver<Answer> {
+    pub(crate) fn queue(
+        &self,
+        attempt_id: Uuid,
+        body: &CompleteRequest,
+        at_once: bool,
+    ) -> oneshot::Receiver<Answer> {
         let (answer, answered) = oneshot::channel();
         let completion = AttemptCompletion {
             attempt_id,
@@ -116,7 +123,11 @@ impl Reporter {
         let leave_to_poll = {
             let mut outbox = self.outbox();
             let leave = outbox.poll_pending && !at_once;
-            if leave { outbox.for_poll.push_back(pending) } else { outbox.now.push_back(pending) }
+            if leave {
+                outbox.for_poll.push_back(pending)
+            } else {
+                outbox.now.push_back(pending)
+            }
             leave
         };
         if !leave_to_poll {
@@ -174,7 +185,9 @@ impl Reporter {
             return;
         }
         if answers.is_empty() {
-            tracing::info!("the engine does not take completions with polls; sending them separately");
+            tracing::info!(
+                "the engine does not take completions with polls; sending them separately"
+            );
             self.no_carry.store(true, Ordering::Relaxed);
             {
                 let mut outbox = self.outbox();
@@ -218,9 +231,13 @@ fn answer_all(batch: Vec<Pending>, answers: Vec<CompletionAnswer>) {
                     message: error.message,
                     details: error.details,
                 }),
-                (None, None) => Err(SdkError::Transport("a completion answer with neither outcome nor error".into())),
+                (None, None) => Err(SdkError::Transport(
+                    "a completion answer with neither outcome nor error".into(),
+                )),
             },
-            _ => Err(SdkError::Transport("the engine's answers do not match the completions sent".into())),
+            _ => Err(SdkError::Transport(
+                "the engine's answers do not match the completions sent".into(),
+            )),
         };
         let _ = p.answer.send(result);
     }
@@ -233,11 +250,14 @@ async fn send_loop(reporter: Reporter, transport: Transport) {
     let one_by_one = Arc::new(AtomicBool::new(false));
     loop {
         // A free request slot first, so that what queues meanwhile joins this batch.
-        let Ok(slot) = slots.clone().acquire_owned().await else { return };
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
         let batch = loop {
             let batch: Vec<Pending> = {
                 let mut outbox = reporter.outbox();
-                let with_for_poll = !outbox.poll_pending || reporter.stopped.load(Ordering::Relaxed);
+                let with_for_poll =
+                    !outbox.poll_pending || reporter.stopped.load(Ordering::Relaxed);
                 outbox.take(with_for_poll)
             };
             if !batch.is_empty() {
@@ -261,11 +281,26 @@ async fn send_loop(reporter: Reporter, transport: Transport) {
 /// Sends one batch and hands each completion its own answer.
 async fn send_batch(transport: &Transport, batch: Vec<Pending>, one_by_one: &AtomicBool) {
     if !one_by_one.load(Ordering::Relaxed) {
-        let request = CompleteManyRequest { completions: batch.iter().map(|p| p.completion.clone()).collect() };
-        match transport.call::<_, CompleteManyResponse>(Method::POST, "/v1/worker/completions", &[], Some(&request), REQUEST_TIMEOUT).await {
+        let request = CompleteManyRequest {
+            completions: batch.iter().map(|p| p.completion.clone()).collect(),
+        };
+        match transport
+            .call::<_, CompleteManyResponse>(
+                Method::POST,
+                "/v1/worker/completions",
+                &[],
+                Some(&request),
+                REQUEST_TIMEOUT,
+            )
+            .await
+        {
             Ok(answer) => return answer_all(batch, answer.body.results),
             // An engine that predates the endpoint: from now on, one request per completion.
-            Err(SdkError::Api { status: 404 | 405, ref code, .. }) if code == "not_found" || code == "method_not_allowed" => {
+            Err(SdkError::Api {
+                status: 404 | 405,
+                ref code,
+                ..
+            }) if code == "not_found" || code == "method_not_allowed" => {
                 tracing::info!("the engine has no POST /v1/worker/completions; reporting completions one by one");
                 one_by_one.store(true, Ordering::Relaxed);
             }
@@ -282,7 +317,12 @@ async fn send_batch(transport: &Transport, batch: Vec<Pending>, one_by_one: &Ato
     let sends = batch.into_iter().map(|p| async move {
         let c = p.completion;
         let path = format!("/v1/worker/attempts/{}/complete", c.attempt_id);
-        let body = CompleteRequest { lease_token: c.lease_token, read_version: c.read_version, result: c.result, error: c.error };
+        let body = CompleteRequest {
+            lease_token: c.lease_token,
+            read_version: c.read_version,
+            result: c.result,
+            error: c.error,
+        };
         let result = transport
             .call::<_, CompleteResponse>(Method::POST, &path, &[], Some(&body), REQUEST_TIMEOUT)
             .await

@@ -30,7 +30,11 @@ impl Transport {
             .connect_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| SdkError::Config(format!("HTTP client: {e}")))?;
-        Ok(Transport { base: base.into().trim_end_matches('/').to_owned(), token: token.into(), http })
+        Ok(Transport {
+            base: base.into().trim_end_matches('/').to_owned(),
+            token: token.into(),
+            http,
+        })
     }
 
     pub(crate) async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
@@ -52,20 +56,43 @@ impl Transport {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|e| SdkError::Transport(e.to_string()))?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| SdkError::Transport(e.to_string()))?;
         let status = response.status().as_u16();
-        let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
-        let bytes = response.bytes().await.map_err(|e| SdkError::Transport(e.to_string()))?;
+        let replayed = response
+            .headers()
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true");
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| SdkError::Transport(e.to_string()))?;
         if (200..300).contains(&status) {
-            let body = if bytes.is_empty() { serde_json::from_value(Value::Null) } else { serde_json::from_slice(&bytes) }
-                .map_err(|e| SdkError::Transport(format!("unexpected answer to {path}: {e}")))?;
-            return Ok(Answer { status, replayed, body });
+            let body = if bytes.is_empty() {
+                serde_json::from_value(Value::Null)
+            } else {
+                serde_json::from_slice(&bytes)
+            }
+            .map_err(|e| SdkError::Transport(format!("unexpected answer to {path}: {e}")))?;
+            return Ok(Answer {
+                status,
+                replayed,
+                body,
+            });
         }
         let error: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         Err(SdkError::Api {
             status,
-            code: error["error"]["code"].as_str().unwrap_or("unknown").to_owned(),
-            message: error["error"]["message"].as_str().unwrap_or("no error body").to_owned(),
+            code: error["error"]["code"]
+                .as_str()
+                .unwrap_or("unknown")
+                .to_owned(),
+            message: error["error"]["message"]
+                .as_str()
+                .unwrap_or("no error body")
+                .to_owned(),
             details: error["error"]["details"].clone(),
         })
     }

@@ -18,9 +18,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tracing::Instrument;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::context::{ActivityContext, StopReason};
 use crate::error::{ActivityError, SdkError};
@@ -28,7 +28,9 @@ use crate::provider::{cases_to_json, typed_check, Certify, LocalContract, Regist
 use crate::report::{Reporter, StopOnDrop};
 use crate::transport::Transport;
 use crate::workflow::{erase, replay, WorkflowContext, WorkflowError, WorkflowFn};
-use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowTask};
+use onceflow_protocol::workflow::{
+    CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowTask,
+};
 
 /// Before a poll, the poll loop yields to the runtime at most this many times while
 /// attempts that are finishing give their slots back.
@@ -59,8 +61,14 @@ impl WorkerBuilder {
         I: DeserializeOwned + 'static,
         O: Serialize + 'static,
     {
-        if self.workflows.insert(name.to_owned(), erase(workflow)).is_some() {
-            self.error = Some(SdkError::Config(format!("workflow `{name}` registered twice")));
+        if self
+            .workflows
+            .insert(name.to_owned(), erase(workflow))
+            .is_some()
+        {
+            self.error = Some(SdkError::Config(format!(
+                "workflow `{name}` registered twice"
+            )));
         }
         self
     }
@@ -109,7 +117,8 @@ impl WorkerBuilder {
         I: DeserializeOwned + Send + 'static,
         O: Serialize + JsonSchema + Send + 'static,
     {
-        self.registrations.push(Registration::new(activity, provider, handler));
+        self.registrations
+            .push(Registration::new(activity, provider, handler));
         self
     }
 
@@ -120,9 +129,13 @@ impl WorkerBuilder {
     /// logged and blocks failover to that provider, never the worker.
     pub fn certify_with<I: Serialize>(mut self, cases: impl IntoIterator<Item = I>) -> Self {
         match (cases_to_json(cases), self.registrations.last_mut()) {
-            (Ok(cases), Some(last)) => last.certify.get_or_insert_with(Certify::default).cases = cases,
+            (Ok(cases), Some(last)) => {
+                last.certify.get_or_insert_with(Certify::default).cases = cases
+            }
             (Err(e), _) => self.error = Some(e),
-            (_, None) => self.error = Some(SdkError::Config("certify_with before any provider".into())),
+            (_, None) => {
+                self.error = Some(SdkError::Config("certify_with before any provider".into()))
+            }
         }
         self
     }
@@ -135,7 +148,9 @@ impl WorkerBuilder {
         V: Fn(&O) -> Result<(), String> + Send + Sync + 'static,
     {
         match self.registrations.last_mut() {
-            Some(last) => last.certify.get_or_insert_with(Certify::default).check = Some(typed_check(check)),
+            Some(last) => {
+                last.certify.get_or_insert_with(Certify::default).check = Some(typed_check(check))
+            }
             None => self.error = Some(SdkError::Config("validate_with before any provider".into())),
         }
         self
@@ -147,7 +162,9 @@ impl WorkerBuilder {
             return Err(e);
         }
         if self.registrations.is_empty() && self.workflows.is_empty() {
-            return Err(SdkError::Config("register at least one provider or workflow".into()));
+            return Err(SdkError::Config(
+                "register at least one provider or workflow".into(),
+            ));
         }
         let mut contracts: HashMap<String, (Value, Arc<LocalContract>)> = HashMap::new();
         let mut providers = HashMap::new();
@@ -165,8 +182,14 @@ impl WorkerBuilder {
                     contracts.insert(r.activity.clone(), (r.output_schema.clone(), local));
                 }
             }
-            if providers.insert((r.activity.clone(), r.provider.clone()), r.clone()).is_some() {
-                return Err(SdkError::Config(format!("`{}` of `{}` registered twice", r.provider, r.activity)));
+            if providers
+                .insert((r.activity.clone(), r.provider.clone()), r.clone())
+                .is_some()
+            {
+                return Err(SdkError::Config(format!(
+                    "`{}` of `{}` registered twice",
+                    r.provider, r.activity
+                )));
             }
         }
         Ok(Worker {
@@ -310,7 +333,9 @@ impl Worker {
         tokio::spawn(async move {
             #[cfg(unix)]
             {
-                if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                if let Ok(mut term) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                {
                     tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = term.recv() => {} }
                 } else {
                     let _ = tokio::signal::ctrl_c().await;
@@ -349,9 +374,20 @@ impl Worker {
     async fn register_contracts(&self) -> Result<HashMap<String, String>, SdkError> {
         let mut hashes = HashMap::new();
         for (activity, (schema, _)) in &self.inner.contracts {
-            let body = ContractRequest { activity: activity.clone(), output_schema: schema.clone() };
+            let body = ContractRequest {
+                activity: activity.clone(),
+                output_schema: schema.clone(),
+            };
             let answer: ContractResponse = self
-                .with_reconnect(|| self.inner.transport.call(Method::POST, "/v1/worker/contracts", &[], Some(&body), Duration::from_secs(30)))
+                .with_reconnect(|| {
+                    self.inner.transport.call(
+                        Method::POST,
+                        "/v1/worker/contracts",
+                        &[],
+                        Some(&body),
+                        Duration::from_secs(30),
+                    )
+                })
                 .await?
                 .body;
             hashes.insert(activity.clone(), answer.contract_hash);
@@ -366,7 +402,10 @@ impl Worker {
         self.certify_with_hashes(&hashes).await
     }
 
-    async fn certify_with_hashes(&self, hashes: &HashMap<String, String>) -> Result<Vec<CertificationReport>, SdkError> {
+    async fn certify_with_hashes(
+        &self,
+        hashes: &HashMap<String, String>,
+    ) -> Result<Vec<CertificationReport>, SdkError> {
         let mut reports = Vec::new();
         for r in &self.inner.registrations {
             let Some(certify) = &r.certify else { continue };
@@ -384,9 +423,14 @@ impl Worker {
                     Ok(Ok(output)) => {
                         let violations = local.violations(&output);
                         if !violations.is_empty() {
-                            Some(format!("the output violates the contract: {}", violations.join("; ")))
+                            Some(format!(
+                                "the output violates the contract: {}",
+                                violations.join("; ")
+                            ))
                         } else if let Some(check) = &certify.check {
-                            check(&output).err().map(|e| format!("the output fails the business check: {e}"))
+                            check(&output)
+                                .err()
+                                .map(|e| format!("the output fails the business check: {e}"))
                         } else {
                             None
                         }
@@ -403,10 +447,22 @@ impl Worker {
                 report: Some(json!({ "worker_id": self.inner.worker_id, "cases": cases })),
             };
             self.with_reconnect(|| {
-                self.inner.transport.call::<_, Value>(Method::POST, "/v1/worker/certifications", &[], Some(&body), Duration::from_secs(30))
+                self.inner.transport.call::<_, Value>(
+                    Method::POST,
+                    "/v1/worker/certifications",
+                    &[],
+                    Some(&body),
+                    Duration::from_secs(30),
+                )
             })
             .await?;
-            reports.push(CertificationReport { activity: r.activity.clone(), provider: r.provider.clone(), contract_hash, passed, cases });
+            reports.push(CertificationReport {
+                activity: r.activity.clone(),
+                provider: r.provider.clone(),
+                contract_hash,
+                passed,
+                cases,
+            });
         }
         Ok(reports)
     }
@@ -446,7 +502,10 @@ impl Worker {
             .inner
             .providers
             .keys()
-            .map(|(activity, provider)| ProviderPair { activity: activity.clone(), provider: provider.clone() })
+            .map(|(activity, provider)| ProviderPair {
+                activity: activity.clone(),
+                provider: provider.clone(),
+            })
             .collect();
         let mut backoff = Duration::from_millis(100);
         while !self.shutdown.is_cancelled() {
@@ -484,7 +543,10 @@ impl Worker {
                 completions: Vec::new(),
             };
             let carried = reporter.take_for_poll();
-            let request = PollRequest { completions: carried.iter().map(|p| p.completion().clone()).collect(), ..request };
+            let request = PollRequest {
+                completions: carried.iter().map(|p| p.completion().clone()).collect(),
+                ..request
+            };
             if !carried.is_empty() {
                 reporter.carrying_poll_sent();
             }
@@ -493,7 +555,13 @@ impl Worker {
             let polled = self
                 .inner
                 .transport
-                .call::<_, PollResponse>(Method::POST, "/v1/worker/poll", &[], Some(&request), self.inner.poll_wait + Duration::from_secs(30))
+                .call::<_, PollResponse>(
+                    Method::POST,
+                    "/v1/worker/poll",
+                    &[],
+                    Some(&request),
+                    self.inner.poll_wait + Duration::from_secs(30),
+                )
                 .await;
             match polled {
                 Ok(answer) => {
@@ -510,7 +578,9 @@ impl Worker {
                         running.spawn(async move {
                             match task {
                                 // The slot is given back once the outcome is queued.
-                                Task::Activity(task) => run_attempt(inner, task, &reporter, permit, abandon).await,
+                                Task::Activity(task) => {
+                                    run_attempt(inner, task, &reporter, permit, abandon).await
+                                }
                                 Task::Workflow(task) => {
                                     run_workflow_task(inner, task, abandon).await;
                                     drop(permit);
@@ -535,9 +605,19 @@ impl Worker {
         // No more polls: completions from now on are sent at once.
         reporter.poll_not_waiting();
         running.close();
-        tracing::info!(running = running.len(), grace_s = self.inner.shutdown_grace.as_secs(), "worker stopping: no more polls");
-        if tokio::time::timeout(self.inner.shutdown_grace, running.wait()).await.is_err() {
-            tracing::warn!(running = running.len(), "shutdown grace over: abandoning running attempts; they will become unknown");
+        tracing::info!(
+            running = running.len(),
+            grace_s = self.inner.shutdown_grace.as_secs(),
+            "worker stopping: no more polls"
+        );
+        if tokio::time::timeout(self.inner.shutdown_grace, running.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                running = running.len(),
+                "shutdown grace over: abandoning running attempts; they will become unknown"
+            );
             abandon.cancel();
             running.wait().await;
         }
@@ -574,7 +654,13 @@ fn panic_message(error: tokio::task::JoinError) -> String {
 }
 
 /// Runs one attempt: the handler, its heartbeats, and the report of how it ended.
-async fn run_attempt(inner: Arc<Inner>, task: ActivityTask, reporter: &Reporter, slot: OwnedSemaphorePermit, abandon: CancellationToken) {
+async fn run_attempt(
+    inner: Arc<Inner>,
+    task: ActivityTask,
+    reporter: &Reporter,
+    slot: OwnedSemaphorePermit,
+    abandon: CancellationToken,
+) {
     inner.stats.started.fetch_add(1, Ordering::Relaxed);
     let key = (task.activity.clone(), task.provider.clone());
     let Some(registration) = inner.providers.get(&key).cloned() else {
@@ -586,8 +672,17 @@ async fn run_attempt(inner: Arc<Inner>, task: ActivityTask, reporter: &Reporter,
         activity = %task.activity, provider = %task.provider, number = task.attempt_number);
 
     let finished = CancellationToken::new();
-    let heartbeats = tokio::spawn(heartbeat_loop(ctx.clone(), finished.clone(), abandon.clone()));
-    let mut handler = tokio::spawn(registration.handler.call(ctx.clone(), task.input.clone()).instrument(span.clone()));
+    let heartbeats = tokio::spawn(heartbeat_loop(
+        ctx.clone(),
+        finished.clone(),
+        abandon.clone(),
+    ));
+    let mut handler = tokio::spawn(
+        registration
+            .handler
+            .call(ctx.clone(), task.input.clone())
+            .instrument(span.clone()),
+    );
     let outcome = tokio::select! {
         outcome = &mut handler => outcome,
         _ = abandon.cancelled() => {
@@ -602,25 +697,48 @@ async fn run_attempt(inner: Arc<Inner>, task: ActivityTask, reporter: &Reporter,
 
     let body = match outcome {
         Ok(Ok(output)) => {
-            let violations = inner.contracts.get(&task.activity).map(|(_, c)| c.violations(&output)).unwrap_or_default();
+            let violations = inner
+                .contracts
+                .get(&task.activity)
+                .map(|(_, c)| c.violations(&output))
+                .unwrap_or_default();
             if !violations.is_empty() {
-                inner.stats.local_contract_violations.fetch_add(1, Ordering::Relaxed);
+                inner
+                    .stats
+                    .local_contract_violations
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::error!(parent: &span, violations = %violations.join("; "),
                     "the handler's output violates its own contract; sending it so the engine records the attempt invalid");
             }
-            CompleteRequest { lease_token: task.lease_token, read_version: Some(task.read_version), result: Some(output), error: None }
+            CompleteRequest {
+                lease_token: task.lease_token,
+                read_version: Some(task.read_version),
+                result: Some(output),
+                error: None,
+            }
         }
         Ok(Err(e)) => CompleteRequest {
             lease_token: task.lease_token,
             read_version: Some(task.read_version),
             result: None,
-            error: Some(WorkerError { message: e.message, retryable: e.retryable }),
+            error: Some(WorkerError {
+                message: e.message,
+                retryable: e.retryable,
+            }),
         },
         Err(join_error) => {
             inner.stats.panics.fetch_add(1, Ordering::Relaxed);
             let message = format!("the handler panicked: {}", panic_message(join_error));
             tracing::error!(parent: &span, %message, "handler panic reported as a non-retryable error");
-            CompleteRequest { lease_token: task.lease_token, read_version: Some(task.read_version), result: None, error: Some(WorkerError { message, retryable: false }) }
+            CompleteRequest {
+                lease_token: task.lease_token,
+                read_version: Some(task.read_version),
+                result: None,
+                error: Some(WorkerError {
+                    message,
+                    retryable: false,
+                }),
+            }
         }
     };
     if ctx.stop_reason() == Some(StopReason::LeaseLost) {
@@ -646,13 +764,19 @@ async fn report(
     let mut answered = reporter.queue(task.attempt_id, body, false);
     drop(slot);
     loop {
-        let answer = answered.await.unwrap_or_else(|_| Err(SdkError::Transport("the worker's reporter has stopped".into())));
+        let answer = answered.await.unwrap_or_else(|_| {
+            Err(SdkError::Transport(
+                "the worker's reporter has stopped".into(),
+            ))
+        });
         match answer {
             Ok(outcome) => {
                 let counter = match outcome {
                     CompletionOutcome::Won => &inner.stats.won,
                     CompletionOutcome::Lost => &inner.stats.lost,
-                    CompletionOutcome::Recorded | CompletionOutcome::ContractViolation => &inner.stats.recorded,
+                    CompletionOutcome::Recorded | CompletionOutcome::ContractViolation => {
+                        &inner.stats.recorded
+                    }
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 if outcome == CompletionOutcome::Lost {
@@ -667,7 +791,10 @@ async fn report(
                 return;
             }
             Err(SdkError::Api { code, message, .. }) if code == "contract_violation" => {
-                inner.stats.contract_violations.fetch_add(1, Ordering::Relaxed);
+                inner
+                    .stats
+                    .contract_violations
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::error!(parent: span, %message, "the engine refused the result: contract violation; the attempt is invalid");
                 return;
             }
@@ -707,11 +834,25 @@ async fn run_workflow_task(inner: Arc<Inner>, task: WorkflowTask, abandon: Cance
         return;
     };
     let commands = replay(&workflow, &task);
-    let body = CompleteWorkflowTaskRequest { lease_token: task.lease_token, read_version: task.read_version, commands };
+    let body = CompleteWorkflowTaskRequest {
+        lease_token: task.lease_token,
+        read_version: task.read_version,
+        commands,
+    };
     let path = format!("/v1/worker/workflow-tasks/{}/complete", task.job_id);
     let mut backoff = Duration::from_millis(100);
     loop {
-        match inner.transport.call::<_, CompleteWorkflowTaskResponse>(Method::POST, &path, &[], Some(&body), Duration::from_secs(30)).await {
+        match inner
+            .transport
+            .call::<_, CompleteWorkflowTaskResponse>(
+                Method::POST,
+                &path,
+                &[],
+                Some(&body),
+                Duration::from_secs(30),
+            )
+            .await
+        {
             Ok(answer) => {
                 tracing::debug!(job_id = %task.job_id, commands = body.commands.len(), outcome = %answer.body.outcome, "workflow task completed");
                 return;
@@ -733,7 +874,11 @@ async fn run_workflow_task(inner: Arc<Inner>, task: WorkflowTask, abandon: Cance
 }
 
 /// Renews the lease at a third of the heartbeat timeout while the handler runs.
-async fn heartbeat_loop(ctx: ActivityContext, finished: CancellationToken, abandon: CancellationToken) {
+async fn heartbeat_loop(
+    ctx: ActivityContext,
+    finished: CancellationToken,
+    abandon: CancellationToken,
+) {
     let task = ctx.task();
     let timeout_ms = task
         .heartbeat_timeout_ms
@@ -751,7 +896,9 @@ async fn heartbeat_loop(ctx: ActivityContext, finished: CancellationToken, aband
                 tracing::warn!(attempt_id = %task.attempt_id, job_id = %task.job_id, "lease lost: the handler is told to stop");
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(attempt_id = %task.attempt_id, error = %e, "heartbeat failed; will retry"),
+            Err(e) => {
+                tracing::warn!(attempt_id = %task.attempt_id, error = %e, "heartbeat failed; will retry")
+            }
         }
     }
 }

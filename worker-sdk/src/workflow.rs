@@ -35,12 +35,18 @@ pub struct WorkflowError {
 impl WorkflowError {
     /// A workflow failure with code `workflow_error`.
     pub fn new(message: impl Into<String>) -> Self {
-        WorkflowError { code: "workflow_error".into(), message: message.into() }
+        WorkflowError {
+            code: "workflow_error".into(),
+            message: message.into(),
+        }
     }
 
     /// A workflow failure with a code of your choosing.
     pub fn with_code(code: impl Into<String>, message: impl Into<String>) -> Self {
-        WorkflowError { code: code.into(), message: message.into() }
+        WorkflowError {
+            code: code.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -60,7 +66,10 @@ pub struct ActivityFailed {
 
 impl From<ActivityFailed> for WorkflowError {
     fn from(failed: ActivityFailed) -> Self {
-        WorkflowError { code: failed.code.clone(), message: failed.to_string() }
+        WorkflowError {
+            code: failed.code.clone(),
+            message: failed.to_string(),
+        }
     }
 }
 
@@ -98,7 +107,11 @@ impl WorkflowContext {
     /// [`ActivityCall::providers`]. Each call takes the next position in the workflow's
     /// history, so create calls in a deterministic order (several created before awaiting
     /// them together, e.g. with `join!`, are scheduled in the same workflow task).
-    pub fn activity<O: DeserializeOwned>(&self, name: &str, input: impl Serialize) -> ActivityCall<O> {
+    pub fn activity<O: DeserializeOwned>(
+        &self,
+        name: &str,
+        input: impl Serialize,
+    ) -> ActivityCall<O> {
         ActivityCall {
             ctx: self.clone(),
             seq: self.next_seq(),
@@ -113,7 +126,11 @@ impl WorkflowContext {
     /// A durable timer: resolves once `duration` has passed on the engine, however many
     /// workers and engines restart meanwhile.
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep { ctx: self.clone(), seq: self.next_seq(), duration }
+        Sleep {
+            ctx: self.clone(),
+            seq: self.next_seq(),
+            duration,
+        }
     }
 
     /// The workflow's deterministic clock: the job's creation time, moved forward to when
@@ -143,11 +160,15 @@ impl WorkflowContext {
 
     fn mismatch(&self, seq: i32, asked: String, recorded: &JournalEntry) {
         let was = match recorded {
-            JournalEntry::Activity { name, .. } => format!("activity `{name}` with its recorded input"),
+            JournalEntry::Activity { name, .. } => {
+                format!("activity `{name}` with its recorded input")
+            }
             JournalEntry::Timer { .. } => "a timer".to_owned(),
         };
         let mut replay = self.replay.borrow_mut();
-        replay.nondeterminism.get_or_insert(format!("at position {seq} the workflow asks for {asked}, but its history recorded {was}"));
+        replay.nondeterminism.get_or_insert(format!(
+            "at position {seq} the workflow asks for {asked}, but its history recorded {was}"
+        ));
     }
 
     fn emit(&self, command: WorkflowCommand) {
@@ -210,7 +231,10 @@ impl<O: DeserializeOwned> IntoFuture for ActivityCall<O> {
     type IntoFuture = ActivityFuture<O>;
 
     fn into_future(self) -> ActivityFuture<O> {
-        ActivityFuture { call: self, emitted: false }
+        ActivityFuture {
+            call: self,
+            emitted: false,
+        }
     }
 }
 
@@ -230,14 +254,38 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
         let input = match &call.input {
             Ok(v) => v.clone(),
             Err(e) => {
-                return Poll::Ready(Err(ActivityFailed { activity: call.name.clone(), code: "invalid_input".into(), message: e.clone() }));
+                return Poll::Ready(Err(ActivityFailed {
+                    activity: call.name.clone(),
+                    code: "invalid_input".into(),
+                    message: e.clone(),
+                }));
             }
         };
         let recorded = ctx.replay.borrow().journal.get(&call.seq).cloned();
         match recorded {
-            Some(JournalEntry::Activity { name, input: was, status, result, error, finished_at, .. }) => {
+            Some(JournalEntry::Activity {
+                name,
+                input: was,
+                status,
+                result,
+                error,
+                finished_at,
+                ..
+            }) => {
                 if name != call.name || was != input {
-                    ctx.mismatch(call.seq, format!("activity `{}`", call.name), &JournalEntry::Activity { seq: call.seq, name, input: was, status, result: None, error: None, finished_at: None });
+                    ctx.mismatch(
+                        call.seq,
+                        format!("activity `{}`", call.name),
+                        &JournalEntry::Activity {
+                            seq: call.seq,
+                            name,
+                            input: was,
+                            status,
+                            result: None,
+                            error: None,
+                            finished_at: None,
+                        },
+                    );
                     return Poll::Pending;
                 }
                 match status {
@@ -252,8 +300,14 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                     }
                     ActivityStatus::Failed | ActivityStatus::Cancelled => {
                         ctx.advance_clock(finished_at);
-                        let error = error.unwrap_or_else(|| ErrorInfo::new("activity_failed", "the activity failed"));
-                        Poll::Ready(Err(ActivityFailed { activity: call.name.clone(), code: error.code, message: error.message }))
+                        let error = error.unwrap_or_else(|| {
+                            ErrorInfo::new("activity_failed", "the activity failed")
+                        });
+                        Poll::Ready(Err(ActivityFailed {
+                            activity: call.name.clone(),
+                            code: error.code,
+                            message: error.message,
+                        }))
                     }
                     _ => Poll::Pending,
                 }
@@ -293,7 +347,9 @@ impl Future for Sleep {
         let this = self.get_mut();
         let recorded = this.ctx.replay.borrow().journal.get(&this.seq).cloned();
         match recorded {
-            Some(JournalEntry::Timer { fired_at: Some(at), .. }) => {
+            Some(JournalEntry::Timer {
+                fired_at: Some(at), ..
+            }) => {
                 this.ctx.advance_clock(Some(at));
                 Poll::Ready(())
             }
@@ -305,9 +361,14 @@ impl Future for Sleep {
             None => {
                 // Emitted at most once per replay: a future is polled again only if it is
                 // awaited again, and a new sleep takes a new position.
-                let already = this.ctx.replay.borrow().commands.iter().any(|c| matches!(c, WorkflowCommand::StartTimer { seq, .. } if *seq == this.seq));
+                let already = this.ctx.replay.borrow().commands.iter().any(
+                    |c| matches!(c, WorkflowCommand::StartTimer { seq, .. } if *seq == this.seq),
+                );
                 if !already {
-                    this.ctx.emit(WorkflowCommand::StartTimer { seq: this.seq, duration_ms: this.duration.as_millis() as u64 });
+                    this.ctx.emit(WorkflowCommand::StartTimer {
+                        seq: this.seq,
+                        duration_ms: this.duration.as_millis() as u64,
+                    });
                 }
                 Poll::Pending
             }
@@ -331,14 +392,18 @@ where
     Arc::new(move |ctx: WorkflowContext, input: Value| -> BoxedRun {
         match serde_json::from_value::<I>(input) {
             Err(e) => {
-                let error = WorkflowError::with_code("invalid_input", format!("the job's input does not match the workflow's input type: {e}"));
+                let error = WorkflowError::with_code(
+                    "invalid_input",
+                    format!("the job's input does not match the workflow's input type: {e}"),
+                );
                 Box::pin(async move { Err(error) })
             }
             Ok(input) => {
                 let running = f(ctx, input);
                 Box::pin(async move {
                     let output = running.await?;
-                    serde_json::to_value(output).map_err(|e| WorkflowError::with_code("invalid_output", e.to_string()))
+                    serde_json::to_value(output)
+                        .map_err(|e| WorkflowError::with_code("invalid_output", e.to_string()))
                 })
             }
         }
@@ -356,16 +421,22 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         job_id: task.job_id,
         idempotency_key: task.idempotency_key.clone(),
     }));
-    let ctx = WorkflowContext { replay: state.clone() };
+    let ctx = WorkflowContext {
+        replay: state.clone(),
+    };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut running = workflow(ctx, task.input.clone());
         // Every step resolves from the journal or not at all: one poll runs the workflow
         // as far as its history allows.
-        running.as_mut().poll(&mut Context::from_waker(std::task::Waker::noop()))
+        running
+            .as_mut()
+            .poll(&mut Context::from_waker(std::task::Waker::noop()))
     }));
     let replay = state.borrow();
     if let Some(message) = &replay.nondeterminism {
-        return vec![WorkflowCommand::FailTask { error: ErrorInfo::new("nondeterminism", message.clone()) }];
+        return vec![WorkflowCommand::FailTask {
+            error: ErrorInfo::new("nondeterminism", message.clone()),
+        }];
     }
     let mut commands = replay.commands.clone();
     match outcome {
@@ -375,10 +446,14 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic without a message".into());
-            return vec![WorkflowCommand::FailTask { error: ErrorInfo::new("workflow_panicked", message) }];
+            return vec![WorkflowCommand::FailTask {
+                error: ErrorInfo::new("workflow_panicked", message),
+            }];
         }
         Ok(Poll::Ready(Ok(result))) => commands.push(WorkflowCommand::CompleteJob { result }),
-        Ok(Poll::Ready(Err(error))) => commands.push(WorkflowCommand::FailJob { error: ErrorInfo::new(&error.code, error.message) }),
+        Ok(Poll::Ready(Err(error))) => commands.push(WorkflowCommand::FailJob {
+            error: ErrorInfo::new(&error.code, error.message),
+        }),
         Ok(Poll::Pending) => {}
     }
     commands

@@ -14,9 +14,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use onceflow_protocol::api::{HeartbeatRequest, HeartbeatResponse, JobRequestBody, PollRequest, PollResponse, ProviderPair};
+use onceflow_protocol::api::{
+    HeartbeatRequest, HeartbeatResponse, JobRequestBody, PollRequest, PollResponse, ProviderPair,
+};
 use onceflow_protocol::workflow::Task;
-use onceflow_worker::{ActivityContext, ActivityError, ActivityOptions, Client, JobStatus, SdkError, Worker};
+use onceflow_worker::{
+    ActivityContext, ActivityError, ActivityOptions, Client, JobStatus, SdkError, Worker,
+};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -173,7 +177,12 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
     if args.concurrency == 0 {
         return Err("--concurrency must be at least 1".to_owned());
     }
-    let run_id: String = Uuid::new_v4().simple().to_string().chars().take(12).collect();
+    let run_id: String = Uuid::new_v4()
+        .simple()
+        .to_string()
+        .chars()
+        .take(12)
+        .collect();
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .build()
@@ -184,20 +193,39 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
             let database_url = super::database_url(&args.database)?;
             let max_connections = (args.concurrency as u32).saturating_mul(2).max(20);
             let engine = super::connect(&args.database, max_connections).await?;
-            engine.migrate().await.map_err(|e| format!("migration failed: {e:?}"))?;
+            engine
+                .migrate()
+                .await
+                .map_err(|e| format!("migration failed: {e:?}"))?;
             let store = store_of(&database_url);
             if args.history > 0 {
                 history(&database_url, store, &run_id, args.history).await?;
             }
-            let client_token = engine.create_token("bench", Role::Client).await.map_err(|e| e.to_string())?.token;
-            let worker_token = engine.create_token("*", Role::Worker).await.map_err(|e| e.to_string())?.token;
+            let client_token = engine
+                .create_token("bench", Role::Client)
+                .await
+                .map_err(|e| e.to_string())?
+                .token;
+            let worker_token = engine
+                .create_token("*", Role::Worker)
+                .await
+                .map_err(|e| e.to_string())?
+                .token;
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            let config = ServerConfig { bind: addr, ..ServerConfig::default() };
+            let config = ServerConfig {
+                bind: addr,
+                ..ServerConfig::default()
+            };
             let shutdown = CancellationToken::new();
-            let handle = tokio::spawn(crate::http::serve_on(listener, engine, config, shutdown.clone()));
+            let handle = tokio::spawn(crate::http::serve_on(
+                listener,
+                engine,
+                config,
+                shutdown.clone(),
+            ));
             let url = format!("http://{addr}");
             eprintln!("bench {run_id}: {store} store, in-process server at {url}");
             let bench = Bench {
@@ -215,12 +243,20 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
             (bench, Some(LocalServer { shutdown, handle }))
         }
         Some(url) => {
-            let client_token = args.client_token.clone().ok_or("--url needs --client-token")?;
-            let worker_token = args.worker_token.clone().ok_or("--url needs --worker-token")?;
+            let client_token = args
+                .client_token
+                .clone()
+                .ok_or("--url needs --client-token")?;
+            let worker_token = args
+                .worker_token
+                .clone()
+                .ok_or("--url needs --worker-token")?;
             let database_url = super::database_url(&args.database).ok();
             let store = database_url.as_deref().map(store_of).unwrap_or("unknown");
             if args.history > 0 {
-                let db = database_url.as_deref().ok_or("--history needs --database-url (the server's database)")?;
+                let db = database_url
+                    .as_deref()
+                    .ok_or("--history needs --database-url (the server's database)")?;
                 history(db, store, &run_id, args.history).await?;
             }
             let url = url.trim_end_matches('/').to_owned();
@@ -241,7 +277,9 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         }
     };
     if std::env::var_os("RUST_LOG").is_none() {
-        eprintln!("bench: logging at info (every attempt logs a line); RUST_LOG=warn measures without it");
+        eprintln!(
+            "bench: logging at info (every attempt logs a line); RUST_LOG=warn measures without it"
+        );
     }
 
     let outcome = bench.workloads(args.workload).await;
@@ -266,7 +304,13 @@ fn store_of(database_url: &str) -> &'static str {
 impl Bench {
     async fn workloads(&self, workload: Workload) -> Result<(), String> {
         let order: &[Workload] = match workload {
-            Workload::All => &[Workload::Floor, Workload::Submit, Workload::Dedup, Workload::E2e, Workload::Latency],
+            Workload::All => &[
+                Workload::Floor,
+                Workload::Submit,
+                Workload::Dedup,
+                Workload::E2e,
+                Workload::Latency,
+            ],
             Workload::E2e => &[Workload::E2e],
             Workload::Submit => &[Workload::Submit],
             Workload::Dedup => &[Workload::Dedup],
@@ -290,7 +334,10 @@ impl Bench {
         if workload == Workload::All {
             if let (Some(e2e), Some(floor)) = (e2e_rate, floor_rate) {
                 println!("RESULT workload=ratio e2e_over_floor={:.3}", e2e / floor);
-                eprintln!("bench ratio: end to end runs at {:.1}% of the SQL floor", 100.0 * e2e / floor);
+                eprintln!(
+                    "bench ratio: end to end runs at {:.1}% of the SQL floor",
+                    100.0 * e2e / floor
+                );
             }
         }
         Ok(())
@@ -306,7 +353,8 @@ impl Bench {
     }
 
     fn client(&self) -> Result<Client, String> {
-        Client::new(self.url.clone(), self.client_token.clone()).map_err(|e| format!("cannot build the client: {e}"))
+        Client::new(self.url.clone(), self.client_token.clone())
+            .map_err(|e| format!("cannot build the client: {e}"))
     }
 
     /// Prints the RESULT line; returns the rate.
@@ -324,7 +372,12 @@ impl Bench {
     /// `submits` submissions by `concurrency` producers; submission `i` uses key
     /// `i / per_key`, so consecutive submissions of one key run at the same time on two
     /// producers. Returns (created, replayed).
-    async fn produce(&self, names: &Names, submits: u64, per_key: u64) -> Result<(u64, u64), String> {
+    async fn produce(
+        &self,
+        names: &Names,
+        submits: u64,
+        per_key: u64,
+    ) -> Result<(u64, u64), String> {
         let client = self.client()?;
         let next = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -332,8 +385,14 @@ impl Bench {
         let replayed = Arc::new(AtomicU64::new(0));
         let mut producers = Vec::with_capacity(self.concurrency);
         for _ in 0..self.concurrency {
-            let (client, names, next, stop, created, replayed) =
-                (client.clone(), names.clone(), next.clone(), stop.clone(), created.clone(), replayed.clone());
+            let (client, names, next, stop, created, replayed) = (
+                client.clone(),
+                names.clone(),
+                next.clone(),
+                stop.clone(),
+                created.clone(),
+                replayed.clone(),
+            );
             producers.push(tokio::spawn(async move {
                 loop {
                     if stop.load(Ordering::Relaxed) {
@@ -368,26 +427,38 @@ impl Bench {
         }
         match first_error {
             Some(e) => Err(e),
-            None => Ok((created.load(Ordering::Relaxed), replayed.load(Ordering::Relaxed))),
+            None => Ok((
+                created.load(Ordering::Relaxed),
+                replayed.load(Ordering::Relaxed),
+            )),
         }
     }
 
     /// Counts the jobs of `names.activity` (in `status`, if given) whose key is one of
     /// the first `keys` keys of the workload, paging through `GET /v1/jobs`. Returns
     /// (matching, listed).
-    async fn count_jobs(&self, names: &Names, status: Option<&str>, keys: u64) -> Result<(u64, u64), String> {
+    async fn count_jobs(
+        &self,
+        names: &Names,
+        status: Option<&str>,
+        keys: u64,
+    ) -> Result<(u64, u64), String> {
         let mut matching = HashSet::new();
         let mut listed = 0u64;
         let mut after: Option<String> = None;
         loop {
-            let mut query = vec![("activity", names.activity.clone()), ("limit", "500".to_owned())];
+            let mut query = vec![
+                ("activity", names.activity.clone()),
+                ("limit", "500".to_owned()),
+            ];
             if let Some(status) = status {
                 query.push(("status", status.to_owned()));
             }
             if let Some(after) = &after {
                 query.push(("after", after.clone()));
             }
-            let query = serde_urlencoded::to_string(&query).map_err(|e| format!("list query: {e}"))?;
+            let query =
+                serde_urlencoded::to_string(&query).map_err(|e| format!("list query: {e}"))?;
             let url = format!("{}/v1/jobs?{query}", self.url);
             let response = self
                 .http
@@ -398,15 +469,23 @@ impl Bench {
                 .await
                 .map_err(|e| format!("cannot list jobs at {url}: {e}"))?;
             let code = response.status();
-            let body: Value = response.json().await.map_err(|e| format!("listing jobs answered {code} without JSON: {e}"))?;
+            let body: Value = response
+                .json()
+                .await
+                .map_err(|e| format!("listing jobs answered {code} without JSON: {e}"))?;
             if !code.is_success() {
                 return Err(format!("listing jobs answered {code}: {body}"));
             }
-            let jobs = body["jobs"].as_array().ok_or_else(|| format!("listing jobs: no `jobs` in {body}"))?;
+            let jobs = body["jobs"]
+                .as_array()
+                .ok_or_else(|| format!("listing jobs: no `jobs` in {body}"))?;
             for job in jobs {
                 listed += 1;
                 let key = job["idempotency_key"].as_str().unwrap_or_default();
-                let ours = key.strip_prefix(&names.key_prefix).and_then(|k| k.parse::<u64>().ok()).is_some_and(|k| k < keys);
+                let ours = key
+                    .strip_prefix(&names.key_prefix)
+                    .and_then(|k| k.parse::<u64>().ok())
+                    .is_some_and(|k| k < keys);
                 if ours {
                     matching.insert(job["id"].as_str().unwrap_or(key).to_owned());
                 }
@@ -426,7 +505,9 @@ impl Bench {
         let (created, replayed) = self.produce(&names, n, 1).await?;
         let elapsed = start.elapsed();
         if created != n || replayed != 0 {
-            return Err(format!("submit: expected {n} new jobs, got {created} created and {replayed} replayed"));
+            return Err(format!(
+                "submit: expected {n} new jobs, got {created} created and {replayed} replayed"
+            ));
         }
         let rate = self.result("submit", n, elapsed, "");
         eprintln!(
@@ -453,7 +534,12 @@ impl Bench {
                  answers: {created} created, {replayed} replayed"
             ));
         }
-        let rate = self.result("dedup", submits, elapsed, &format!(" jobs_created={jobs}{batches}"));
+        let rate = self.result(
+            "dedup",
+            submits,
+            elapsed,
+            &format!(" jobs_created={jobs}{batches}"),
+        );
         eprintln!(
             "bench dedup: {submits} submissions of {keys} keys (each twice, concurrently) by {} producers in {:.3} s: \
              {rate:.1} submissions/s; {jobs} jobs exist ({created} created, {replayed} replayed)",
@@ -479,7 +565,9 @@ impl Bench {
         let n = self.jobs;
         // This process: the server (unless --url), the producers and, unless
         // --worker-process, the worker too.
-        let mut extra = peak_rss_mb().map(|mb| format!(" peak_rss_mb={mb:.1}")).unwrap_or_default();
+        let mut extra = peak_rss_mb()
+            .map(|mb| format!(" peak_rss_mb={mb:.1}"))
+            .unwrap_or_default();
         if let Some(mb) = worker_rss {
             extra.push_str(&format!(" worker_peak_rss_mb={mb:.1}"));
         }
@@ -496,7 +584,11 @@ impl Bench {
         Ok(rate)
     }
 
-    async fn e2e_measure(&self, names: &Names, worker: &mut E2eWorker) -> Result<(Duration, u64, String), String> {
+    async fn e2e_measure(
+        &self,
+        names: &Names,
+        worker: &mut E2eWorker,
+    ) -> Result<(Duration, u64, String), String> {
         let n = self.jobs;
         // One job first, so that the worker has registered its contract and is polling.
         submit_warm_up(&self.client()?, names).await?;
@@ -509,9 +601,15 @@ impl Bench {
         let batches_after = self.batch_totals().await;
         let (succeeded, listed) = self.count_jobs(names, Some("succeeded"), n).await?;
         if succeeded != n {
-            return Err(format!("e2e: expected {n} succeeded jobs of this run, found {succeeded} ({listed} listed)"));
+            return Err(format!(
+                "e2e: expected {n} succeeded jobs of this run, found {succeeded} ({listed} listed)"
+            ));
         }
-        Ok((elapsed, succeeded, batch_report(&batches_before, &batches_after)))
+        Ok((
+            elapsed,
+            succeeded,
+            batch_report(&batches_before, &batches_after),
+        ))
     }
 
     /// Holds `--concurrency` attempts (claimed over HTTP, as a worker would) and renews
@@ -522,19 +620,27 @@ impl Bench {
         let held = self.concurrency;
         let (created, _) = self.produce(&names, held as u64, 1).await?;
         if created != held as u64 {
-            return Err(format!("heartbeat: expected {held} new jobs, {created} were created"));
+            return Err(format!(
+                "heartbeat: expected {held} new jobs, {created} were created"
+            ));
         }
         let mut tasks = Vec::with_capacity(held);
         let deadline = Instant::now() + STALL;
         while tasks.len() < held {
             if Instant::now() > deadline {
-                return Err(format!("heartbeat: only {} of {held} attempts were handed out", tasks.len()));
+                return Err(format!(
+                    "heartbeat: only {} of {held} attempts were handed out",
+                    tasks.len()
+                ));
             }
             let poll = PollRequest {
                 worker_id: format!("bench-{}-heartbeat", self.run_id),
                 task_queue: names.queue.clone(),
                 workflows: Vec::new(),
-                providers: vec![ProviderPair { activity: names.activity.clone(), provider: PROVIDER.to_owned() }],
+                providers: vec![ProviderPair {
+                    activity: names.activity.clone(),
+                    provider: PROVIDER.to_owned(),
+                }],
                 max_tasks: (held - tasks.len()).min(100) as u32,
                 wait_ms: 1_000,
                 completions: Vec::new(),
@@ -553,11 +659,17 @@ impl Bench {
             let next = next.clone();
             async move {
                 let path = format!("/v1/worker/attempts/{}/heartbeat", task.attempt_id);
-                let body = HeartbeatRequest { lease_token: task.lease_token, details: None };
+                let body = HeartbeatRequest {
+                    lease_token: task.lease_token,
+                    details: None,
+                };
                 while next.fetch_add(1, Ordering::Relaxed) < n {
                     let ack: HeartbeatResponse = self.worker_call(&path, &body).await?;
                     if ack.cancel_requested {
-                        return Err(format!("heartbeat: attempt {} answered cancel_requested", task.attempt_id));
+                        return Err(format!(
+                            "heartbeat: attempt {} answered cancel_requested",
+                            task.attempt_id
+                        ));
                     }
                 }
                 Ok::<(), String>(())
@@ -566,7 +678,12 @@ impl Bench {
         futures::future::try_join_all(callers).await?;
         let elapsed = start.elapsed();
         let batches = batch_report(&batches_before, &self.batch_totals().await);
-        let rate = self.result("heartbeat", n, elapsed, &format!(" attempts={held}{batches}"));
+        let rate = self.result(
+            "heartbeat",
+            n,
+            elapsed,
+            &format!(" attempts={held}{batches}"),
+        );
         eprintln!(
             "bench heartbeat: {n} heartbeats over HTTP renewing {held} held attempts (one caller each) in {:.3} s: {rate:.1}/s",
             elapsed.as_secs_f64()
@@ -575,7 +692,11 @@ impl Bench {
     }
 
     /// A worker endpoint called with the worker token; any answer but `200` fails the run.
-    async fn worker_call<B: Serialize, T: serde::de::DeserializeOwned>(&self, path: &str, body: &B) -> Result<T, String> {
+    async fn worker_call<B: Serialize, T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, String> {
         let response = self
             .http
             .post(format!("{}{path}", self.url))
@@ -589,18 +710,33 @@ impl Bench {
             let text = response.text().await.unwrap_or_default();
             return Err(format!("POST {path}: {status}: {text}"));
         }
-        response.json::<T>().await.map_err(|e| format!("POST {path}: unreadable answer: {e}"))
+        response
+            .json::<T>()
+            .await
+            .map_err(|e| format!("POST {path}: unreadable answer: {e}"))
     }
 
     /// From the server's metrics: per natural batcher, the items and flushes so far.
     async fn batch_totals(&self) -> BatchTotals {
         let mut totals = std::collections::BTreeMap::new();
-        let Ok(response) = self.http.get(format!("{}/metrics", self.url)).send().await else { return totals };
-        let Ok(text) = response.text().await else { return totals };
+        let Ok(response) = self.http.get(format!("{}/metrics", self.url)).send().await else {
+            return totals;
+        };
+        let Ok(text) = response.text().await else {
+            return totals;
+        };
         for line in text.lines() {
-            let Some(rest) = line.strip_prefix("onceflow_batch_items_") else { continue };
-            let (Some((series, value)), Some(kind)) = (rest.split_once(' '), rest.split('"').nth(1)) else { continue };
-            let Ok(value) = value.parse::<f64>() else { continue };
+            let Some(rest) = line.strip_prefix("onceflow_batch_items_") else {
+                continue;
+            };
+            let (Some((series, value)), Some(kind)) =
+                (rest.split_once(' '), rest.split('"').nth(1))
+            else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
             let entry: &mut (f64, f64) = totals.entry(kind.to_owned()).or_default();
             if series.starts_with("sum{") {
                 entry.0 = value;
@@ -612,7 +748,13 @@ impl Bench {
     }
 
     /// One job, so that the worker has registered its contract and is polling.
-    async fn warm_up(&self, client: &Client, names: &Names, worker: &Worker, task: &WorkerTask) -> Result<(), String> {
+    async fn warm_up(
+        &self,
+        client: &Client,
+        names: &Names,
+        worker: &Worker,
+        task: &WorkerTask,
+    ) -> Result<(), String> {
         submit_warm_up(client, names).await?;
         wait_won(worker, task, 1, Duration::from_millis(5)).await?;
         Ok(())
@@ -630,15 +772,19 @@ impl Bench {
             .max_concurrent_attempts(max_concurrent)
             .poll_wait(Duration::from_secs(1))
             .shutdown_grace(Duration::from_secs(10))
-            .provider(&names.activity, PROVIDER, move |ctx: ActivityContext, _input: Value| {
-                let probe = probe.clone();
-                async move {
-                    if let Some(probe) = probe {
-                        let _ = probe.send((ctx.job_id(), Instant::now()));
+            .provider(
+                &names.activity,
+                PROVIDER,
+                move |ctx: ActivityContext, _input: Value| {
+                    let probe = probe.clone();
+                    async move {
+                        if let Some(probe) = probe {
+                            let _ = probe.send((ctx.job_id(), Instant::now()));
+                        }
+                        Ok::<_, ActivityError>(Noop { ok: true })
                     }
-                    Ok::<_, ActivityError>(Noop { ok: true })
-                }
-            })
+                },
+            )
             .build()
             .map_err(|e| format!("cannot build the worker: {e}"))?;
         let worker = Arc::new(worker);
@@ -657,8 +803,12 @@ impl Bench {
         stopped?;
         start_ms.sort_by(f64::total_cmp);
         done_ms.sort_by(f64::total_cmp);
-        let (p50s, p99s, p50d, p99d) =
-            (percentile(&start_ms, 50.0), percentile(&start_ms, 99.0), percentile(&done_ms, 50.0), percentile(&done_ms, 99.0));
+        let (p50s, p99s, p50d, p99d) = (
+            percentile(&start_ms, 50.0),
+            percentile(&start_ms, 99.0),
+            percentile(&done_ms, 50.0),
+            percentile(&done_ms, 99.0),
+        );
         self.result(
             "latency",
             n,
@@ -690,21 +840,39 @@ impl Bench {
         for i in 0..n {
             let key = format!("{}{i}", names.key_prefix);
             let t0 = Instant::now();
-            let job_id = client.submit(&key, &job_body(names, i)).await.map_err(|e| format!("submitting `{key}` failed: {e}"))?.job.id;
+            let job_id = client
+                .submit(&key, &job_body(names, i))
+                .await
+                .map_err(|e| format!("submitting `{key}` failed: {e}"))?
+                .job
+                .id;
             let started = loop {
                 match tokio::time::timeout(Duration::from_secs(30), starts.recv()).await {
                     Ok(Some((id, at))) if id == job_id => break at,
                     Ok(Some(_)) => continue,
-                    Ok(None) => return Err("latency: the worker's handler channel closed".to_owned()),
-                    Err(_) => return Err(format!("latency: job {job_id} did not start within 30 s; worker {:?}", worker.stats())),
+                    Ok(None) => {
+                        return Err("latency: the worker's handler channel closed".to_owned())
+                    }
+                    Err(_) => {
+                        return Err(format!(
+                            "latency: job {job_id} did not start within 30 s; worker {:?}",
+                            worker.stats()
+                        ))
+                    }
                 }
             };
             // The worker counts a win once the engine answered its completion, i.e. once
             // the job is committed `succeeded`; watched every 50 µs off the runtime.
             let done = wait_won_precise(worker.clone(), baseline + i + 1).await?;
-            let job = client.job(job_id).await.map_err(|e| format!("reading job {job_id} failed: {e}"))?;
+            let job = client
+                .job(job_id)
+                .await
+                .map_err(|e| format!("reading job {job_id} failed: {e}"))?;
             if job.status != JobStatus::Succeeded {
-                return Err(format!("latency: job {job_id} is {:?} after its attempt won", job.status));
+                return Err(format!(
+                    "latency: job {job_id} is {:?} after its attempt won",
+                    job.status
+                ));
             }
             start_ms.push(started.saturating_duration_since(t0).as_secs_f64() * 1000.0);
             done_ms.push(done.saturating_duration_since(t0).as_secs_f64() * 1000.0);
@@ -715,11 +883,17 @@ impl Bench {
     /// The SQL floor; `None` when skipped.
     async fn floor(&self) -> Result<Option<f64>, String> {
         let Some(database_url) = self.database_url.as_deref() else {
-            println!("RESULT workload=floor store={} skipped=no_database_url", self.store);
+            println!(
+                "RESULT workload=floor store={} skipped=no_database_url",
+                self.store
+            );
             return Ok(None);
         };
         if self.store != "postgres" {
-            println!("RESULT workload=floor store={} skipped=not_postgres", self.store);
+            println!(
+                "RESULT workload=floor store={} skipped=not_postgres",
+                self.store
+            );
             eprintln!("bench floor: skipped (PostgreSQL only)");
             return Ok(None);
         }
@@ -731,7 +905,9 @@ impl Bench {
             .map_err(|e| format!("floor: cannot connect to the database: {e}"))?;
         let table = format!("bench_floor_{}", self.run_id);
         let measured = self.floor_measure(&pool, &table).await;
-        let dropped = sqlx::query(&format!("DROP TABLE IF EXISTS {table}")).execute(&pool).await;
+        let dropped = sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
+            .execute(&pool)
+            .await;
         pool.close().await;
         let (elapsed, misses, cas_failures) = measured?;
         dropped.map_err(|e| format!("floor: cannot drop {table}: {e}"))?;
@@ -747,7 +923,11 @@ impl Bench {
     }
 
     /// Returns (elapsed, empty claims, failed CAS).
-    async fn floor_measure(&self, pool: &sqlx::PgPool, table: &str) -> Result<(Duration, u64, u64), String> {
+    async fn floor_measure(
+        &self,
+        pool: &sqlx::PgPool,
+        table: &str,
+    ) -> Result<(Duration, u64, u64), String> {
         let create = [
             format!(
                 "CREATE TABLE {table} (
@@ -758,7 +938,10 @@ impl Bench {
             format!("CREATE INDEX {table}_scheduled ON {table} (id) WHERE status = 'scheduled'"),
         ];
         for statement in &create {
-            sqlx::query(statement).execute(pool).await.map_err(|e| format!("floor: cannot create {table}: {e}"))?;
+            sqlx::query(statement)
+                .execute(pool)
+                .await
+                .map_err(|e| format!("floor: cannot create {table}: {e}"))?;
         }
         let insert = Arc::new(format!(
             "INSERT INTO {table} (owner_id, id, idempotency_key, status, version) VALUES ($1, $2, $3, 'scheduled', 1)
@@ -775,7 +958,11 @@ impl Bench {
         // Every connection is open before the clock starts.
         let mut connections = Vec::with_capacity(self.concurrency);
         for _ in 0..self.concurrency {
-            connections.push(pool.acquire().await.map_err(|e| format!("floor: cannot open a connection: {e}"))?);
+            connections.push(
+                pool.acquire()
+                    .await
+                    .map_err(|e| format!("floor: cannot open a connection: {e}"))?,
+            );
         }
         let n = self.jobs;
         let next = Arc::new(AtomicU64::new(0));
@@ -785,8 +972,15 @@ impl Bench {
         let start = Instant::now();
         let mut tasks = Vec::with_capacity(self.concurrency);
         for mut connection in connections {
-            let (insert, claim, cas, next, misses, cas_failures, key_prefix) =
-                (insert.clone(), claim.clone(), cas.clone(), next.clone(), misses.clone(), cas_failures.clone(), key_prefix.clone());
+            let (insert, claim, cas, next, misses, cas_failures, key_prefix) = (
+                insert.clone(),
+                claim.clone(),
+                cas.clone(),
+                next.clone(),
+                misses.clone(),
+                cas_failures.clone(),
+                key_prefix.clone(),
+            );
             tasks.push(tokio::spawn(async move {
                 let result = json!({ "ok": true });
                 loop {
@@ -815,7 +1009,9 @@ impl Bench {
                     }
                     let Some(row) = claimed else { continue };
                     let id: Uuid = row.try_get("id").map_err(|e| format!("floor claim: {e}"))?;
-                    let version: i64 = row.try_get("version").map_err(|e| format!("floor claim: {e}"))?;
+                    let version: i64 = row
+                        .try_get("version")
+                        .map_err(|e| format!("floor claim: {e}"))?;
                     let done = sqlx::query(&cas)
                         .bind(id)
                         .bind(version)
@@ -843,7 +1039,11 @@ impl Bench {
         if let Some(e) = first_error {
             return Err(e);
         }
-        Ok((elapsed, misses.load(Ordering::Relaxed), cas_failures.load(Ordering::Relaxed)))
+        Ok((
+            elapsed,
+            misses.load(Ordering::Relaxed),
+            cas_failures.load(Ordering::Relaxed),
+        ))
     }
 }
 
@@ -864,7 +1064,9 @@ impl E2eWorker {
     /// Waits until the worker has won `target` results; returns when it saw it.
     async fn wait_won(&mut self, target: u64) -> Result<Instant, String> {
         match self {
-            E2eWorker::InProcess(worker, task) => wait_won(worker, task, target, Duration::from_millis(5)).await,
+            E2eWorker::InProcess(worker, task) => {
+                wait_won(worker, task, target, Duration::from_millis(5)).await
+            }
             E2eWorker::Process(process) => process.wait_won(target).await,
         }
     }
@@ -872,7 +1074,11 @@ impl E2eWorker {
     fn describe(&self) -> String {
         match self {
             E2eWorker::InProcess(worker, _) => format!("{:?}", worker.stats()),
-            E2eWorker::Process(process) => format!("process {} (won {})", process.child.id().unwrap_or(0), process.won),
+            E2eWorker::Process(process) => format!(
+                "process {} (won {})",
+                process.child.id().unwrap_or(0),
+                process.won
+            ),
         }
     }
 
@@ -895,11 +1101,15 @@ struct WorkerProcess {
 
 impl WorkerProcess {
     fn spawn(bench: &Bench, names: &Names) -> Result<WorkerProcess, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+        let exe =
+            std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
         let mut child = tokio::process::Command::new(exe)
             .arg("bench-worker")
             .args(["--url", &bench.url, "--worker-token", &bench.worker_token])
-            .args(["--worker-id", &format!("bench-{}-{}", bench.run_id, names.workload)])
+            .args([
+                "--worker-id",
+                &format!("bench-{}-{}", bench.run_id, names.workload),
+            ])
             .args(["--task-queue", &names.queue, "--activity", &names.activity])
             .args(["--concurrency", &bench.concurrency.to_string()])
             .args(["--threads", &runtime_threads().to_string()])
@@ -908,18 +1118,32 @@ impl WorkerProcess {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot start the worker process: {e}"))?;
-        let stdout = child.stdout.take().ok_or("the worker process has no stdout")?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or("the worker process has no stdout")?;
         let lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
-        Ok(WorkerProcess { child, lines, won: 0 })
+        Ok(WorkerProcess {
+            child,
+            lines,
+            won: 0,
+        })
     }
 
     /// The next line of the child; an error when it ends or says nothing for [`STALL`].
     async fn next_line(&mut self) -> Result<String, String> {
         match tokio::time::timeout(STALL, self.lines.next_line()).await {
             Ok(Ok(Some(line))) => Ok(line),
-            Ok(Ok(None)) => Err(format!("the worker process exited early (won {})", self.won)),
+            Ok(Ok(None)) => Err(format!(
+                "the worker process exited early (won {})",
+                self.won
+            )),
             Ok(Err(e)) => Err(format!("reading the worker process: {e}")),
-            Err(_) => Err(format!("no progress for {} s (the worker process won {})", STALL.as_secs(), self.won)),
+            Err(_) => Err(format!(
+                "no progress for {} s (the worker process won {})",
+                STALL.as_secs(),
+                self.won
+            )),
         }
     }
 
@@ -939,9 +1163,20 @@ impl WorkerProcess {
         drop(self.child.stdin.take());
         loop {
             let line = self.next_line().await?;
-            if let Some(mb) = line.strip_prefix("peak_rss_mb=").and_then(|mb| mb.parse().ok()) {
-                let status = self.child.wait().await.map_err(|e| format!("the worker process: {e}"))?;
-                return if status.success() { Ok(mb) } else { Err(format!("the worker process exited with {status}")) };
+            if let Some(mb) = line
+                .strip_prefix("peak_rss_mb=")
+                .and_then(|mb| mb.parse().ok())
+            {
+                let status = self
+                    .child
+                    .wait()
+                    .await
+                    .map_err(|e| format!("the worker process: {e}"))?;
+                return if status.success() {
+                    Ok(mb)
+                } else {
+                    Err(format!("the worker process exited with {status}"))
+                };
             }
             if let Some(error) = line.strip_prefix("error=") {
                 return Err(format!("the worker process: {error}"));
@@ -959,9 +1194,13 @@ pub async fn run_worker_process(args: BenchWorkerArgs) -> Result<(), String> {
         .max_concurrent_attempts(args.concurrency.max(1))
         .poll_wait(Duration::from_secs(1))
         .shutdown_grace(Duration::from_secs(10))
-        .provider(&args.activity, PROVIDER, |_ctx: ActivityContext, _input: Value| async move {
-            Ok::<_, ActivityError>(Noop { ok: true })
-        })
+        .provider(
+            &args.activity,
+            PROVIDER,
+            |_ctx: ActivityContext, _input: Value| async move {
+                Ok::<_, ActivityError>(Noop { ok: true })
+            },
+        )
         .build()
         .map_err(|e| format!("cannot build the worker: {e}"))?;
     let worker = Arc::new(worker);
@@ -982,8 +1221,12 @@ pub async fn run_worker_process(args: BenchWorkerArgs) -> Result<(), String> {
             _ = tokio::time::sleep(Duration::from_millis(2)) => {}
         }
         let stats = worker.stats();
-        if stats.panics > 0 || stats.contract_violations > 0 || stats.local_contract_violations > 0 {
-            let _ = writeln!(out, "error=the no-op provider did not succeed; worker {stats:?}");
+        if stats.panics > 0 || stats.contract_violations > 0 || stats.local_contract_violations > 0
+        {
+            let _ = writeln!(
+                out,
+                "error=the no-op provider did not succeed; worker {stats:?}"
+            );
             break;
         }
         if task.is_finished() {
@@ -1025,7 +1268,12 @@ fn job_body(names: &Names, k: u64) -> JobRequestBody {
 
 /// Waits until the worker's won count reaches `target`, looking every `every`; fails
 /// when the worker stops or makes no progress for [`STALL`]. Returns when it saw it.
-async fn wait_won(worker: &Worker, task: &WorkerTask, target: u64, every: Duration) -> Result<Instant, String> {
+async fn wait_won(
+    worker: &Worker,
+    task: &WorkerTask,
+    target: u64,
+    every: Duration,
+) -> Result<Instant, String> {
     let mut last = worker.stats().won;
     let mut last_change = Instant::now();
     loop {
@@ -1034,16 +1282,26 @@ async fn wait_won(worker: &Worker, task: &WorkerTask, target: u64, every: Durati
             return Ok(Instant::now());
         }
         if task.is_finished() {
-            return Err(format!("the worker stopped early (won {} of {target}); worker {stats:?}", stats.won));
+            return Err(format!(
+                "the worker stopped early (won {} of {target}); worker {stats:?}",
+                stats.won
+            ));
         }
-        if stats.panics > 0 || stats.contract_violations > 0 || stats.local_contract_violations > 0 {
-            return Err(format!("the no-op provider did not succeed; worker {stats:?}"));
+        if stats.panics > 0 || stats.contract_violations > 0 || stats.local_contract_violations > 0
+        {
+            return Err(format!(
+                "the no-op provider did not succeed; worker {stats:?}"
+            ));
         }
         if stats.won != last {
             last = stats.won;
             last_change = Instant::now();
         } else if last_change.elapsed() > STALL {
-            return Err(format!("no progress for {} s (won {} of {target}); worker {stats:?}", STALL.as_secs(), stats.won));
+            return Err(format!(
+                "no progress for {} s (won {} of {target}); worker {stats:?}",
+                STALL.as_secs(),
+                stats.won
+            ));
         }
         tokio::time::sleep(every).await;
     }
@@ -1059,7 +1317,9 @@ async fn wait_won_precise(worker: Arc<Worker>, target: u64) -> Result<Instant, S
                 return Ok(Instant::now());
             }
             if Instant::now() > deadline {
-                return Err(format!("latency: the job did not succeed within 30 s; worker {stats:?}"));
+                return Err(format!(
+                    "latency: the job did not succeed within 30 s; worker {stats:?}"
+                ));
             }
             std::thread::sleep(Duration::from_micros(50));
         }
@@ -1082,7 +1342,9 @@ async fn stop_worker(worker: &Worker, task: WorkerTask) -> Result<(), String> {
 /// The threads of the runtime the bench runs on (`--threads`); its worker process gets
 /// as many.
 fn runtime_threads() -> usize {
-    tokio::runtime::Handle::try_current().map(|h| h.metrics().num_workers()).unwrap_or(1)
+    tokio::runtime::Handle::try_current()
+        .map(|h| h.metrics().num_workers())
+        .unwrap_or(1)
 }
 
 fn peak_rss_mb() -> Option<f64> {
@@ -1104,18 +1366,24 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Pre-fills `rows` finished activity jobs (owner `bench_history`) with their activity,
 /// winning attempt and five events, in bulk SQL, and prints the RESULT line.
 async fn history(database_url: &str, store: &str, run_id: &str, rows: u64) -> Result<(), String> {
-    let options = serde_json::to_string(&ActivityOptions::default()).map_err(|e| format!("history: options: {e}"))?;
+    let options = serde_json::to_string(&ActivityOptions::default())
+        .map_err(|e| format!("history: options: {e}"))?;
     let run3: String = run_id.chars().take(3).collect();
     let key_prefix = format!("hist-{run_id}-");
     let rows_i64 = i64::try_from(rows).map_err(|_| "--history is too large".to_owned())?;
     let start = Instant::now();
     match store {
-        "postgres" => history_postgres(database_url, rows_i64, &run3, &key_prefix, &options).await?,
+        "postgres" => {
+            history_postgres(database_url, rows_i64, &run3, &key_prefix, &options).await?
+        }
         "sqlite" => history_sqlite(database_url, rows_i64, &run3, &key_prefix, &options).await?,
         other => return Err(format!("--history: unknown store `{other}`")),
     }
     let elapsed = start.elapsed();
-    println!("RESULT workload=history rows={rows} seconds={:.3}", elapsed.as_secs_f64());
+    println!(
+        "RESULT workload=history rows={rows} seconds={:.3}",
+        elapsed.as_secs_f64()
+    );
     eprintln!(
         "bench history: {rows} finished jobs (with activity, winning attempt and events) of owner bench_history inserted in {:.3} s",
         elapsed.as_secs_f64()
@@ -1123,7 +1391,13 @@ async fn history(database_url: &str, store: &str, run_id: &str, rows: u64) -> Re
     Ok(())
 }
 
-async fn history_postgres(database_url: &str, rows: i64, run3: &str, key_prefix: &str, options: &str) -> Result<(), String> {
+async fn history_postgres(
+    database_url: &str,
+    rows: i64,
+    run3: &str,
+    key_prefix: &str,
+    options: &str,
+) -> Result<(), String> {
     // The bulk insert is slow on purpose: no slow-statement warning with the whole SQL.
     let connect = sqlx::postgres::PgConnectOptions::from_str(database_url)
         .map_err(|e| format!("history: {e}"))?
@@ -1207,7 +1481,13 @@ async fn history_postgres(database_url: &str, rows: i64, run3: &str, key_prefix:
     Ok(())
 }
 
-async fn history_sqlite(database_url: &str, rows: i64, run3: &str, key_prefix: &str, options: &str) -> Result<(), String> {
+async fn history_sqlite(
+    database_url: &str,
+    rows: i64,
+    run3: &str,
+    key_prefix: &str,
+    options: &str,
+) -> Result<(), String> {
     let connect = sqlx::sqlite::SqliteConnectOptions::from_str(database_url)
         .map_err(|e| format!("history: {e}"))?
         .foreign_keys(true)
@@ -1224,7 +1504,9 @@ async fn history_sqlite(database_url: &str, rows: i64, run3: &str, key_prefix: &
     let key_prefix = key_prefix.replace('\'', "''");
     let options = options.replace('\'', "''");
     let at = "(?2 + s.i * 1000)";
-    let id = |kind: &str| format!("printf('%08x-%04x-7%s-8{kind}-%012x', ({at} / 1000) / 65536, ({at} / 1000) % 65536, ?3, s.i)");
+    let id = |kind: &str| {
+        format!("printf('%08x-%04x-7%s-8{kind}-%012x', ({at} / 1000) / 65536, ({at} / 1000) % 65536, ?3, s.i)")
+    };
     let series = "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ?1)";
     let statements = [
         format!(
@@ -1289,7 +1571,9 @@ async fn history_sqlite(database_url: &str, rows: i64, run3: &str, key_prefix: &
             .await
             .map_err(|e| format!("history: the bulk insert failed: {e}"))?;
     }
-    tx.commit().await.map_err(|e| format!("history: commit failed: {e}"))?;
+    tx.commit()
+        .await
+        .map_err(|e| format!("history: commit failed: {e}"))?;
     pool.close().await;
     Ok(())
 }
@@ -1305,7 +1589,10 @@ fn batch_report(before: &BatchTotals, after: &BatchTotals) -> String {
         let (sum0, count0) = before.get(kind).copied().unwrap_or_default();
         let flushes = count - count0;
         if flushes > 0.0 {
-            report.push_str(&format!(" batch_{kind}={:.1} flushes_{kind}={flushes}", (sum - sum0) / flushes));
+            report.push_str(&format!(
+                " batch_{kind}={:.1} flushes_{kind}={flushes}",
+                (sum - sum0) / flushes
+            ));
         }
     }
     report

@@ -23,7 +23,11 @@ pub struct Charged {
 }
 
 fn prompt_of(input: &Value) -> String {
-    input.get("prompt").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| input.to_string())
+    input
+        .get("prompt")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| input.to_string())
 }
 
 /// The demo worker.
@@ -31,15 +35,35 @@ pub fn worker(url: &str, token: &str) -> Result<Worker, SdkError> {
     Worker::builder(url, token)
         .worker_id("onceflow-dev-demo")
         .task_queue("demo")
-        .provider("generate", "primary-llm", |_ctx: ActivityContext, input: Value| async move {
-            Ok::<_, ActivityError>(Generated { text: format!("primary answer to: {}", prompt_of(&input)), model: "primary-llm".into() })
-        })
-        .provider("generate", "fallback-llm", |_ctx: ActivityContext, input: Value| async move {
-            Ok::<_, ActivityError>(Generated { text: format!("fallback answer to: {}", prompt_of(&input)), model: "fallback-llm".into() })
-        })
+        .provider(
+            "generate",
+            "primary-llm",
+            |_ctx: ActivityContext, input: Value| async move {
+                Ok::<_, ActivityError>(Generated {
+                    text: format!("primary answer to: {}", prompt_of(&input)),
+                    model: "primary-llm".into(),
+                })
+            },
+        )
+        .provider(
+            "generate",
+            "fallback-llm",
+            |_ctx: ActivityContext, input: Value| async move {
+                Ok::<_, ActivityError>(Generated {
+                    text: format!("fallback answer to: {}", prompt_of(&input)),
+                    model: "fallback-llm".into(),
+                })
+            },
+        )
         .certify_with([serde_json::json!({"prompt": "certification"})])
-        .provider("charge", "bank", |ctx: ActivityContext, _input: Value| async move {
-            Ok::<_, ActivityError>(Charged { charge_id: format!("ch_{}", ctx.idempotency_key()) })
-        })
+        .provider(
+            "charge",
+            "bank",
+            |ctx: ActivityContext, _input: Value| async move {
+                Ok::<_, ActivityError>(Charged {
+                    charge_id: format!("ch_{}", ctx.idempotency_key()),
+                })
+            },
+        )
         .build()
 }

@@ -32,25 +32,56 @@ pub async fn run(
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let db_path = dir.join("dev.db");
     let url = format!("sqlite://{}", db_path.display());
-    let engine = Engine::connect(&url, 8).await.map_err(|e| format!("cannot open {}: {e:?}", db_path.display()))?;
-    engine.migrate().await.map_err(|e| format!("migration failed: {e:?}"))?;
+    let engine = Engine::connect(&url, 8)
+        .await
+        .map_err(|e| format!("cannot open {}: {e:?}", db_path.display()))?;
+    engine
+        .migrate()
+        .await
+        .map_err(|e| format!("migration failed: {e:?}"))?;
 
-    let listener = tokio::net::TcpListener::bind(bind).await.map_err(|e| format!("cannot listen on {bind}: {e}"))?;
-    let base = format!("http://{}", listener.local_addr().map_err(|e| e.to_string())?);
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
+    let base = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
     let tokens = tokens(&engine, &dir.join("tokens.env")).await?;
     write_env(&dir.join("tokens.env"), &base, &tokens)?;
 
-    println!("onceflow dev: SQLite at {}, serving {base}", db_path.display());
+    println!(
+        "onceflow dev: SQLite at {}, serving {base}",
+        db_path.display()
+    );
     println!("  ONCEFLOW_URL={base}");
     for (name, token) in &tokens {
         println!("  {name}={token}");
     }
-    println!("written to {} (`source {}` before running the examples)", dir.join("tokens.env").display(), dir.join("tokens.env").display());
+    println!(
+        "written to {} (`source {}` before running the examples)",
+        dir.join("tokens.env").display(),
+        dir.join("tokens.env").display()
+    );
 
-    let config = ServerConfig { bind, reaper_interval, retention, ..ServerConfig::default() };
-    let server = tokio::spawn(crate::http::serve_on(listener, engine, config, shutdown.clone()));
+    let config = ServerConfig {
+        bind,
+        reaper_interval,
+        retention,
+        ..ServerConfig::default()
+    };
+    let server = tokio::spawn(crate::http::serve_on(
+        listener,
+        engine,
+        config,
+        shutdown.clone(),
+    ));
     if demo {
-        let worker_token = tokens.iter().find(|(n, _)| *n == "ONCEFLOW_WORKER_TOKEN").map(|(_, t)| t.clone()).unwrap_or_default();
+        let worker_token = tokens
+            .iter()
+            .find(|(n, _)| *n == "ONCEFLOW_WORKER_TOKEN")
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default();
         let worker = super::demo::worker(&base, &worker_token).map_err(|e| e.to_string())?;
         println!("demo worker: providers generate@primary-llm, generate@fallback-llm (certified), charge@bank on task queue `demo`");
         let stop = shutdown.clone();
@@ -65,7 +96,10 @@ pub async fn run(
             }
         });
     }
-    server.await.map_err(|e| e.to_string())?.map_err(|e| format!("server failed: {e}"))
+    server
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("server failed: {e}"))
 }
 
 /// The tokens of `tokens.env` if they still work on this database, else new ones.
@@ -75,15 +109,27 @@ async fn tokens(engine: &Engine, env_file: &Path) -> Result<Vec<(&'static str, S
     for (name, role, owner) in TOKEN_VARS {
         let previous = existing.lines().find_map(|line| {
             let line = line.trim().trim_start_matches("export ");
-            line.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')).map(str::to_owned)
+            line.strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix('='))
+                .map(str::to_owned)
         });
         let reusable = match &previous {
-            Some(token) => engine.authenticate(token).await.map(|p| p.role == role).unwrap_or(false),
+            Some(token) => engine
+                .authenticate(token)
+                .await
+                .map(|p| p.role == role)
+                .unwrap_or(false),
             None => false,
         };
         let token = match (reusable, previous) {
             (true, Some(token)) => token,
-            _ => engine.create_token(owner, role).await.map_err(|e| e.to_string())?.token,
+            _ => {
+                engine
+                    .create_token(owner, role)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .token
+            }
         };
         tokens.push((name, token));
     }

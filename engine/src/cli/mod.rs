@@ -113,7 +113,9 @@ struct ServeArgs {
 fn retention_arg(text: &str) -> Result<Duration, String> {
     match humantime::parse_duration(text) {
         Ok(d) if d < Duration::from_secs(1) => Err("a retention must be at least 1s".to_owned()),
-        Ok(d) if d > Duration::from_secs(100 * 365 * 24 * 3600) => Err("a retention must be at most 100 years (omit it to keep jobs for ever)".to_owned()),
+        Ok(d) if d > Duration::from_secs(100 * 365 * 24 * 3600) => {
+            Err("a retention must be at most 100 years (omit it to keep jobs for ever)".to_owned())
+        }
         Ok(d) => Ok(d),
         Err(e) => Err(format!("{e} (expected a duration such as 30d, 12h or 90m)")),
     }
@@ -241,10 +243,12 @@ fn database_url(args: &DatabaseArgs) -> Result<String, String> {
 
 async fn connect(args: &DatabaseArgs, max_connections: u32) -> Result<Engine, String> {
     let url = database_url(args)?;
-    Engine::connect(&url, max_connections).await.map_err(|e| match e {
-        crate::EngineError::InvalidRequest(message) => message,
-        other => format!("cannot connect to the database: {other:?}"),
-    })
+    Engine::connect(&url, max_connections)
+        .await
+        .map_err(|e| match e {
+            crate::EngineError::InvalidRequest(message) => message,
+            other => format!("cannot connect to the database: {other:?}"),
+        })
 }
 
 /// Runs the command line; the error is printed by `main`.
@@ -253,32 +257,63 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Dev(args) => {
             let shutdown = CancellationToken::new();
             tokio::spawn(stop_on_signal(shutdown.clone()));
-            dev::run(&args.dir, args.bind, args.demo, Duration::from_millis(args.reaper_interval_ms.max(10)), args.retention, shutdown).await
+            dev::run(
+                &args.dir,
+                args.bind,
+                args.demo,
+                Duration::from_millis(args.reaper_interval_ms.max(10)),
+                args.retention,
+                shutdown,
+            )
+            .await
         }
         Command::Serve(args) => serve(args).await,
         Command::Migrate(args) => {
             let engine = connect(&args, 2).await?;
-            engine.migrate().await.map_err(|e| format!("migration failed: {e:?}"))?;
+            engine
+                .migrate()
+                .await
+                .map_err(|e| format!("migration failed: {e:?}"))?;
             eprintln!("migrations applied");
             Ok(())
         }
-        Command::Token(TokenCommand::Create { owner, role, database }) => {
-            let role = Role::parse(&role).ok_or("--role must be one of client, worker, operator, admin")?;
+        Command::Token(TokenCommand::Create {
+            owner,
+            role,
+            database,
+        }) => {
+            let role = Role::parse(&role)
+                .ok_or("--role must be one of client, worker, operator, admin")?;
             let engine = connect(&database, 2).await?;
-            let issued = engine.create_token(&owner, role).await.map_err(|e| e.to_string())?;
+            let issued = engine
+                .create_token(&owner, role)
+                .await
+                .map_err(|e| e.to_string())?;
             println!("{}", issued.token);
             Ok(())
         }
-        Command::Attempts(AttemptsCommand::Stuck { older_than, status, server }) => {
+        Command::Attempts(AttemptsCommand::Stuck {
+            older_than,
+            status,
+            server,
+        }) => {
             let age = parse_age(&older_than)?;
             operator::stuck(&server, age, status.as_deref()).await
         }
-        Command::Attempts(AttemptsCommand::Cancel { id, reason, server }) => operator::cancel(&server, &id, &reason).await,
+        Command::Attempts(AttemptsCommand::Cancel { id, reason, server }) => {
+            operator::cancel(&server, &id, &reason).await
+        }
         Command::Jobs(JobsCommand::Show { id, server }) => operator::show_job(&server, &id).await,
         Command::Schedules(SchedulesCommand::List { server }) => schedules::list(&server).await,
-        Command::Schedules(SchedulesCommand::Show { name, server }) => schedules::show(&server, &name).await,
-        Command::Schedules(SchedulesCommand::Pause { name, server }) => schedules::set_paused(&server, &name, true).await,
-        Command::Schedules(SchedulesCommand::Resume { name, server }) => schedules::set_paused(&server, &name, false).await,
+        Command::Schedules(SchedulesCommand::Show { name, server }) => {
+            schedules::show(&server, &name).await
+        }
+        Command::Schedules(SchedulesCommand::Pause { name, server }) => {
+            schedules::set_paused(&server, &name, true).await
+        }
+        Command::Schedules(SchedulesCommand::Resume { name, server }) => {
+            schedules::set_paused(&server, &name, false).await
+        }
         Command::Bench(args) => bench::run(args).await,
         Command::BenchWorker(args) => bench::run_worker_process(args).await,
     }
@@ -287,7 +322,10 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let engine = connect(&args.database, args.max_connections).await?;
     if !args.no_migrate {
-        engine.migrate().await.map_err(|e| format!("migration failed: {e:?}"))?;
+        engine
+            .migrate()
+            .await
+            .map_err(|e| format!("migration failed: {e:?}"))?;
     }
     let config = ServerConfig {
         bind: args.bind,
@@ -297,10 +335,14 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         retention: args.retention,
         ..ServerConfig::default()
     };
-    let listener = tokio::net::TcpListener::bind(config.bind).await.map_err(|e| format!("cannot listen on {}: {e}", config.bind))?;
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.bind))?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
-    crate::http::serve_on(listener, engine, config, shutdown).await.map_err(|e| format!("server failed: {e}"))?;
+    crate::http::serve_on(listener, engine, config, shutdown)
+        .await
+        .map_err(|e| format!("server failed: {e}"))?;
     tracing::info!("onceflow stopped");
     Ok(())
 }
@@ -309,14 +351,15 @@ async fn stop_on_signal(shutdown: CancellationToken) {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                shutdown.cancel();
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    shutdown.cancel();
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}
@@ -335,7 +378,9 @@ fn parse_age(text: &str) -> Result<u64, String> {
         Some(i) => text.split_at(i),
         None => (text, "s"),
     };
-    let n: u64 = number.parse().map_err(|_| format!("cannot read the age `{text}` (try 60s, 5m, 2h)"))?;
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("cannot read the age `{text}` (try 60s, 5m, 2h)"))?;
     let factor = match unit {
         "s" => 1,
         "m" => 60,

@@ -6,15 +6,28 @@ use super::ServerArgs;
 use crate::model::{JobEvent, JobView};
 use onceflow_protocol::timeline::{render_timeline, short_time};
 
-pub(super) async fn call(server: &ServerArgs, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, String> {
+pub(super) async fn call(
+    server: &ServerArgs,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Result<Value, String> {
     let url = format!("{}{}", server.url.trim_end_matches('/'), path);
-    let mut request = reqwest::Client::new().request(method, &url).bearer_auth(&server.token);
+    let mut request = reqwest::Client::new()
+        .request(method, &url)
+        .bearer_auth(&server.token);
     if let Some(body) = body {
         request = request.json(&body);
     }
-    let response = request.send().await.map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let response = request
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach {url}: {e}"))?;
     let status = response.status();
-    let value: Value = response.json().await.map_err(|e| format!("{url} answered {status} without JSON: {e}"))?;
+    let value: Value = response
+        .json()
+        .await
+        .map_err(|e| format!("{url} answered {status} without JSON: {e}"))?;
     if status.is_success() {
         Ok(value)
     } else {
@@ -27,7 +40,11 @@ pub(super) async fn call(server: &ServerArgs, method: reqwest::Method, path: &st
 }
 
 /// `onceflow attempts stuck`.
-pub async fn stuck(server: &ServerArgs, older_than_s: u64, status: Option<&str>) -> Result<(), String> {
+pub async fn stuck(
+    server: &ServerArgs,
+    older_than_s: u64,
+    status: Option<&str>,
+) -> Result<(), String> {
     let mut path = format!("/v1/attempts?older_than_s={older_than_s}");
     if let Some(status) = status {
         path.push_str(&format!("&status={status}"));
@@ -38,7 +55,10 @@ pub async fn stuck(server: &ServerArgs, older_than_s: u64, status: Option<&str>)
         println!("no attempts stuck for {older_than_s}s or more");
         return Ok(());
     }
-    println!("{:<36}  {:<8}  {:<12}  {:<16}  {:<20}  {:<36}", "ATTEMPT", "STATUS", "OWNER", "PROVIDER", "SINCE", "JOB");
+    println!(
+        "{:<36}  {:<8}  {:<12}  {:<16}  {:<20}  {:<36}",
+        "ATTEMPT", "STATUS", "OWNER", "PROVIDER", "SINCE", "JOB"
+    );
     for a in attempts {
         println!(
             "{:<36}  {:<8}  {:<12}  {:<16}  {:<20}  {:<36}",
@@ -74,13 +94,27 @@ pub async fn cancel(server: &ServerArgs, id: &str, reason: &str) -> Result<(), S
 
 /// `onceflow jobs show`: the job's timeline.
 pub async fn show_job(server: &ServerArgs, id: &str) -> Result<(), String> {
-    let job: JobView = serde_json::from_value(call(server, reqwest::Method::GET, &format!("/v1/jobs/{id}"), None).await?)
-        .map_err(|e| format!("unexpected job body: {e}"))?;
+    let job: JobView = serde_json::from_value(
+        call(
+            server,
+            reqwest::Method::GET,
+            &format!("/v1/jobs/{id}"),
+            None,
+        )
+        .await?,
+    )
+    .map_err(|e| format!("unexpected job body: {e}"))?;
     let events: Vec<JobEvent> = serde_json::from_value(
-        call(server, reqwest::Method::GET, &format!("/v1/jobs/{id}/events"), None).await?["events"].take(),
+        call(
+            server,
+            reqwest::Method::GET,
+            &format!("/v1/jobs/{id}/events"),
+            None,
+        )
+        .await?["events"]
+            .take(),
     )
     .map_err(|e| format!("unexpected events body: {e}"))?;
     print!("{}", render_timeline(&job, &events));
     Ok(())
 }
-

@@ -24,7 +24,8 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 /// single-item path.
 pub(crate) type Settled<O> = Vec<Option<O>>;
 
-type Flush<I, O> = Arc<dyn Fn(Vec<I>) -> Pin<Box<dyn Future<Output = Settled<O>> + Send>> + Send + Sync>;
+type Flush<I, O> =
+    Arc<dyn Fn(Vec<I>) -> Pin<Box<dyn Future<Output = Settled<O>> + Send>> + Send + Sync>;
 
 /// Groups concurrent calls into batches (see the module documentation).
 pub(crate) struct Batcher<I, O> {
@@ -39,7 +40,12 @@ pub(crate) struct Batcher<I, O> {
 impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
     /// A batcher that runs at most `max_in_flight` flushes at once, each of at most
     /// `max_batch` items, observing each flush's size in `sizes`.
-    pub(crate) fn new<F, Fut>(max_in_flight: usize, max_batch: usize, sizes: Option<prometheus::Histogram>, flush: F) -> Arc<Self>
+    pub(crate) fn new<F, Fut>(
+        max_in_flight: usize,
+        max_batch: usize,
+        sizes: Option<prometheus::Histogram>,
+        flush: F,
+    ) -> Arc<Self>
     where
         F: Fn(Vec<I>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Settled<O>> + Send + 'static,
@@ -67,7 +73,10 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
 
     /// Hands `items` to the next flushes together (so they share as few flushes as
     /// `max_batch` allows) and waits for their answers, in order; `None` as for [`Batcher::call`].
-    pub(crate) async fn call_many(self: &Arc<Self>, items: impl IntoIterator<Item = I>) -> Vec<Option<O>> {
+    pub(crate) async fn call_many(
+        self: &Arc<Self>,
+        items: impl IntoIterator<Item = I>,
+    ) -> Vec<Option<O>> {
         let mut waiting = Vec::new();
         match self.queue.lock() {
             Ok(mut queue) => {
@@ -111,7 +120,10 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
             if batch.is_empty() {
                 drop(permit.take());
                 let waiting = self.queue.lock().map(|q| !q.is_empty()).unwrap_or(false);
-                match waiting.then(|| self.flushers.clone().try_acquire_owned().ok()).flatten() {
+                match waiting
+                    .then(|| self.flushers.clone().try_acquire_owned().ok())
+                    .flatten()
+                {
                     Some(again) => {
                         permit = Some(again);
                         continue;
@@ -124,7 +136,10 @@ impl<I: Send + 'static, O: Send + 'static> Batcher<I, O> {
                 sizes.observe(items.len() as f64);
             }
             // A panicking flush settles nothing: every caller does its item alone.
-            let settled = AssertUnwindSafe((self.flush)(items)).catch_unwind().await.unwrap_or_default();
+            let settled = AssertUnwindSafe((self.flush)(items))
+                .catch_unwind()
+                .await
+                .unwrap_or_default();
             let mut settled = settled.into_iter();
             for answer in answers {
                 let _ = answer.send(settled.next().flatten());
@@ -159,7 +174,10 @@ mod tests {
             let (i, answer) = call.await.expect("call task");
             assert_eq!(answer, Some(i * 2));
         }
-        assert!(flushes.load(Ordering::SeqCst) < 500, "500 concurrent calls should share flushes");
+        assert!(
+            flushes.load(Ordering::SeqCst) < 500,
+            "500 concurrent calls should share flushes"
+        );
     }
 
     #[tokio::test]
@@ -168,7 +186,10 @@ mod tests {
             if items.contains(&13) {
                 panic!("unlucky");
             }
-            items.into_iter().map(|i| (i % 2 == 0).then_some(i)).collect()
+            items
+                .into_iter()
+                .map(|i| (i % 2 == 0).then_some(i))
+                .collect()
         });
         assert_eq!(batcher.call(4).await, Some(4));
         assert_eq!(batcher.call(5).await, None);

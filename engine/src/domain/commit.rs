@@ -9,7 +9,9 @@ use std::collections::{HashMap, HashSet};
 use super::batch::Settled;
 use super::{actor, retry_transient, ClaimRequest, Engine, Events};
 use crate::error::EngineError;
-use crate::model::{event, ActivityTask, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, Scope};
+use crate::model::{
+    event, ActivityTask, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, Scope,
+};
 use crate::store::{AttemptRow, ClaimFilter, JobRow, LockedAttempt, StoreTx, WinningResult};
 
 /// A worker's report of how an attempt ended.
@@ -60,7 +62,12 @@ impl Engine {
         completion: &Completion,
     ) -> Result<CompletionOutcome, EngineError> {
         // Concurrent completions share one transaction, each judged under its job's lock.
-        let item = BatchedCompletion { engine: self.clone(), scope: scope.clone(), attempt_id, completion: completion.clone() };
+        let item = BatchedCompletion {
+            engine: self.clone(),
+            scope: scope.clone(),
+            attempt_id,
+            completion: completion.clone(),
+        };
         if let Some(answer) = self.batches.completions.call(item).await {
             return answer;
         }
@@ -72,14 +79,20 @@ impl Engine {
     /// completion, in order. The completions share transactions with each other and with
     /// concurrent calls, never an outcome: one refused completion changes nothing for
     /// the others.
-    pub async fn complete_many(&self, scope: &Scope, completions: &[(Uuid, Completion)]) -> Vec<Result<CompletionOutcome, EngineError>> {
+    pub async fn complete_many(
+        &self,
+        scope: &Scope,
+        completions: &[(Uuid, Completion)],
+    ) -> Vec<Result<CompletionOutcome, EngineError>> {
         // Queued together, so they share as few flushes as the batch size allows.
-        let items = completions.iter().map(|(attempt_id, completion)| BatchedCompletion {
-            engine: self.clone(),
-            scope: scope.clone(),
-            attempt_id: *attempt_id,
-            completion: completion.clone(),
-        });
+        let items = completions
+            .iter()
+            .map(|(attempt_id, completion)| BatchedCompletion {
+                engine: self.clone(),
+                scope: scope.clone(),
+                attempt_id: *attempt_id,
+                completion: completion.clone(),
+            });
         let settled = self.batches.completions.call_many(items).await;
         let mut answers = Vec::with_capacity(completions.len());
         for ((attempt_id, completion), settled) in completions.iter().zip(settled) {
@@ -98,18 +111,45 @@ impl Engine {
         completion: &Completion,
     ) -> Result<CompletionOutcome, EngineError> {
         let mut tx = self.begin().await?;
-        let job = tx.lock_job_of_attempt(scope, attempt_id).await?.ok_or(EngineError::NotFound)?;
-        let attempt = tx.attempt(&job.owner_id, attempt_id).await?.ok_or(EngineError::NotFound)?;
+        let job = tx
+            .lock_job_of_attempt(scope, attempt_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        let attempt = tx
+            .attempt(&job.owner_id, attempt_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         let mut events = Events::for_job(&job.owner_id, job.id);
-        let answer = match self.judge(tx.as_mut(), &job, &attempt, completion, &mut events, &mut ContractMemo::default()).await? {
+        let answer = match self
+            .judge(
+                tx.as_mut(),
+                &job,
+                &attempt,
+                completion,
+                &mut events,
+                &mut ContractMemo::default(),
+            )
+            .await?
+        {
             Verdict::Answer(answer) => answer,
             Verdict::Cas(result) => {
                 let win = WinningResult::of(&job, &attempt, result);
                 // Invariant 4: the CAS commit. The first result to arrive takes the slot.
                 let (won, job_won) = tx
-                    .commit_activity_job_result(&win.owner_id, win.job_id, win.job_version, win.activity_id, win.read_version, win.attempt_id, &LIVE_OR_CANCELLED, &win.result)
+                    .commit_activity_job_result(
+                        &win.owner_id,
+                        win.job_id,
+                        win.job_version,
+                        win.activity_id,
+                        win.read_version,
+                        win.attempt_id,
+                        &LIVE_OR_CANCELLED,
+                        &win.result,
+                    )
                     .await?;
-                Ok(self.settle_cas(tx.as_mut(), &mut events, &job, &attempt, won, job_won).await?)
+                Ok(self
+                    .settle_cas(tx.as_mut(), &mut events, &job, &attempt, won, job_won)
+                    .await?)
             }
         };
         events.flush(tx.as_mut(), &self.metrics).await?;
@@ -121,7 +161,10 @@ impl Engine {
     /// one order, so batches never deadlock each other) and each completion is judged as
     /// [`Engine::complete`] judges it alone, with its own guards. An attempt or a job met
     /// twice in one batch is left to the single path (`None`), after this one commits.
-    pub(crate) async fn complete_batch(&self, items: Vec<BatchedCompletion>) -> Settled<Result<CompletionOutcome, EngineError>> {
+    pub(crate) async fn complete_batch(
+        &self,
+        items: Vec<BatchedCompletion>,
+    ) -> Settled<Result<CompletionOutcome, EngineError>> {
         match self.complete_batch_once(&items).await {
             Ok(answers) => answers,
             Err(e) => {
@@ -131,7 +174,10 @@ impl Engine {
         }
     }
 
-    async fn complete_batch_once(&self, items: &[BatchedCompletion]) -> Result<Settled<Result<CompletionOutcome, EngineError>>, EngineError> {
+    async fn complete_batch_once(
+        &self,
+        items: &[BatchedCompletion],
+    ) -> Result<Settled<Result<CompletionOutcome, EngineError>>, EngineError> {
         Ok(self.complete_batch_and_claim_once(items, None).await?.0)
     }
 
@@ -154,13 +200,27 @@ impl Engine {
         scope: &Scope,
         completions: &[(Uuid, Completion)],
         request: &ClaimRequest,
-    ) -> Result<(Vec<Result<CompletionOutcome, EngineError>>, Result<Vec<ActivityTask>, EngineError>), EngineError> {
+    ) -> Result<
+        (
+            Vec<Result<CompletionOutcome, EngineError>>,
+            Result<Vec<ActivityTask>, EngineError>,
+        ),
+        EngineError,
+    > {
         let filter = Self::claim_filter(scope, request)?;
         let items: Vec<BatchedCompletion> = completions
             .iter()
-            .map(|(attempt_id, completion)| BatchedCompletion { engine: self.clone(), scope: scope.clone(), attempt_id: *attempt_id, completion: completion.clone() })
+            .map(|(attempt_id, completion)| BatchedCompletion {
+                engine: self.clone(),
+                scope: scope.clone(),
+                attempt_id: *attempt_id,
+                completion: completion.clone(),
+            })
             .collect();
-        self.metrics.batch_items.with_label_values(&["completions"]).observe(items.len() as f64);
+        self.metrics
+            .batch_items
+            .with_label_values(&["completions"])
+            .observe(items.len() as f64);
         if self.store.concurrent_writes() {
             // Two connections, two commits at once: the cycle takes as long as the longer
             // of the two, not their sum (docs/performance.md, "2026-12-06, second session").
@@ -170,10 +230,15 @@ impl Engine {
                     None => Ok(Vec::new()),
                 }
             };
-            let (answers, tasks) = tokio::join!(self.complete_batched(scope, completions, &items, None), claim);
+            let (answers, tasks) = tokio::join!(
+                self.complete_batched(scope, completions, &items, None),
+                claim
+            );
             return Ok((answers.0, tasks));
         }
-        Ok(self.complete_batched(scope, completions, &items, filter.as_ref()).await)
+        Ok(self
+            .complete_batched(scope, completions, &items, filter.as_ref())
+            .await)
     }
 
     /// The completions `items` (the same as `completions`) in one transaction, followed in
@@ -186,14 +251,19 @@ impl Engine {
         completions: &[(Uuid, Completion)],
         items: &[BatchedCompletion],
         claim: Option<&ClaimFilter>,
-    ) -> (Vec<Result<CompletionOutcome, EngineError>>, Result<Vec<ActivityTask>, EngineError>) {
+    ) -> (
+        Vec<Result<CompletionOutcome, EngineError>>,
+        Result<Vec<ActivityTask>, EngineError>,
+    ) {
         match self.complete_batch_and_claim_once(items, claim).await {
             Ok((settled, tasks)) => {
                 let mut answers = Vec::with_capacity(completions.len());
                 for ((attempt_id, completion), settled) in completions.iter().zip(settled) {
                     answers.push(match settled {
                         Some(answer) => answer,
-                        None => retry_transient!(self.complete_once(scope, *attempt_id, completion)),
+                        None => {
+                            retry_transient!(self.complete_once(scope, *attempt_id, completion))
+                        }
                     });
                 }
                 (answers, Ok(tasks))
@@ -214,7 +284,13 @@ impl Engine {
         &self,
         items: &[BatchedCompletion],
         claim: Option<&ClaimFilter>,
-    ) -> Result<(Settled<Result<CompletionOutcome, EngineError>>, Vec<ActivityTask>), EngineError> {
+    ) -> Result<
+        (
+            Settled<Result<CompletionOutcome, EngineError>>,
+            Vec<ActivityTask>,
+        ),
+        EngineError,
+    > {
         let mut ids: Vec<Uuid> = items.iter().map(|i| i.attempt_id).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -236,7 +312,9 @@ impl Engine {
                 answers.push(None);
                 continue;
             }
-            let Some(LockedAttempt { job, attempt, .. }) = locked.iter().find(|l| l.attempt.id == item.attempt_id) else {
+            let Some(LockedAttempt { job, attempt, .. }) =
+                locked.iter().find(|l| l.attempt.id == item.attempt_id)
+            else {
                 answers.push(Some(Err(EngineError::NotFound)));
                 continue;
             };
@@ -250,13 +328,28 @@ impl Engine {
                 continue;
             }
             let mut events = Events::for_job(&job.owner_id, job.id);
-            match self.judge(tx.as_mut(), job, attempt, &item.completion, &mut events, &mut contracts).await? {
+            match self
+                .judge(
+                    tx.as_mut(),
+                    job,
+                    attempt,
+                    &item.completion,
+                    &mut events,
+                    &mut contracts,
+                )
+                .await?
+            {
                 Verdict::Answer(answer) => {
                     all_events.extend(events.pending);
                     answers.push(Some(answer));
                 }
                 Verdict::Cas(result) => {
-                    cas.push((answers.len(), job, attempt, WinningResult::of(job, attempt, result)));
+                    cas.push((
+                        answers.len(),
+                        job,
+                        attempt,
+                        WinningResult::of(job, attempt, result),
+                    ));
                     answers.push(None);
                 }
             }
@@ -265,10 +358,14 @@ impl Engine {
             // Invariant 4: one CAS per result, all in one statement; each takes its
             // activity's slot only if its version is still the one its attempt read.
             let wins: Vec<WinningResult> = cas.iter().map(|(_, _, _, w)| w.clone()).collect();
-            let taken = tx.commit_activity_job_results(&wins, &LIVE_OR_CANCELLED).await?;
+            let taken = tx
+                .commit_activity_job_results(&wins, &LIVE_OR_CANCELLED)
+                .await?;
             for ((at, job, attempt, _), (won, job_won)) in cas.into_iter().zip(taken) {
                 let mut events = Events::for_job(&job.owner_id, job.id);
-                let answer = self.settle_cas(tx.as_mut(), &mut events, job, attempt, won, job_won).await?;
+                let answer = self
+                    .settle_cas(tx.as_mut(), &mut events, job, attempt, won, job_won)
+                    .await?;
                 all_events.extend(events.pending);
                 answers[at] = Some(Ok(answer));
             }
@@ -281,7 +378,8 @@ impl Engine {
             tasks = claimed;
         }
         tx.append_events(&all_events).await?;
-        self.metrics.events_written(all_events.iter().map(|e| e.kind));
+        self.metrics
+            .events_written(all_events.iter().map(|e| e.kind));
         tx.commit().await?;
         Ok((answers, tasks))
     }
@@ -316,17 +414,23 @@ impl Engine {
         }
         match &completion.body {
             CompletionBody::Result(result) => {
-                if let Some(violation) = self.refuse_invalid(tx, events, job, attempt, result, contracts).await? {
+                if let Some(violation) = self
+                    .refuse_invalid(tx, events, job, attempt, result, contracts)
+                    .await?
+                {
                     return Ok(Verdict::Answer(Err(violation)));
                 }
                 if job.kind == JobKind::Activity {
                     return Ok(Verdict::Cas(result));
                 }
-                self.commit_workflow_activity_result(tx, events, job, attempt, result).await.map(|o| Verdict::Answer(Ok(o)))
+                self.commit_workflow_activity_result(tx, events, job, attempt, result)
+                    .await
+                    .map(|o| Verdict::Answer(Ok(o)))
             }
-            CompletionBody::Error { message, retryable } => {
-                self.record_error(tx, events, job, attempt, message, *retryable).await.map(Verdict::Answer)
-            }
+            CompletionBody::Error { message, retryable } => self
+                .record_error(tx, events, job, attempt, message, *retryable)
+                .await
+                .map(Verdict::Answer),
         }
     }
 
@@ -342,21 +446,39 @@ impl Engine {
         contracts: &mut ContractMemo,
     ) -> Result<Option<EngineError>, EngineError> {
         let owner = job.owner_id.as_str();
-        let Some(contract) = contracts.current(tx, owner, &attempt.activity).await? else { return Ok(None) };
+        let Some(contract) = contracts.current(tx, owner, &attempt.activity).await? else {
+            return Ok(None);
+        };
         let errors = self.contracts.violations(&contract, result)?;
         if errors.is_empty() {
             return Ok(None);
         }
-        let violation = EngineError::ContractViolation { contract_hash: contract.contract_hash.clone(), errors: errors.clone() };
+        let violation = EngineError::ContractViolation {
+            contract_hash: contract.contract_hash.clone(),
+            errors: errors.clone(),
+        };
         let mut error = ErrorInfo::new("contract_violation", violation.to_string());
         error.details = Some(violation.details());
-        tx.finish_attempt(owner, attempt.id, &LIVE_OR_CANCELLED, AttemptStatus::Invalid, Some(&error), Some(CompletionOutcome::ContractViolation))
-            .await?;
+        tx.finish_attempt(
+            owner,
+            attempt.id,
+            &LIVE_OR_CANCELLED,
+            AttemptStatus::Invalid,
+            Some(&error),
+            Some(CompletionOutcome::ContractViolation),
+        )
+        .await?;
         let worker = actor::worker(attempt.worker_id.as_deref().unwrap_or("?"));
-        events.push(event::ATTEMPT_INVALID, Some(attempt.id), &worker, json!({ "error": error }));
+        events.push(
+            event::ATTEMPT_INVALID,
+            Some(attempt.id),
+            &worker,
+            json!({ "error": error }),
+        );
         tracing::warn!(job_id = %job.id, attempt_id = %attempt.id, owner, "result violates the output contract");
         if attempt.status != AttemptStatus::Cancelled {
-            self.after_attempt_end(tx, events, job, attempt, AttemptStatus::Invalid, false).await?;
+            self.after_attempt_end(tx, events, job, attempt, AttemptStatus::Invalid, false)
+                .await?;
         }
         Ok(Some(violation))
     }
@@ -373,10 +495,19 @@ impl Engine {
     ) -> Result<CompletionOutcome, EngineError> {
         let owner = job.owner_id.as_str();
         let read_version = attempt.read_version.unwrap_or(-1);
-        let won = tx.commit_activity_result(owner, attempt.activity_id, read_version, attempt.id, result).await?;
+        let won = tx
+            .commit_activity_result(owner, attempt.activity_id, read_version, attempt.id, result)
+            .await?;
         if won {
-            tx.finish_attempt(owner, attempt.id, &LIVE_OR_CANCELLED, AttemptStatus::Succeeded, None, Some(CompletionOutcome::Won))
-                .await?;
+            tx.finish_attempt(
+                owner,
+                attempt.id,
+                &LIVE_OR_CANCELLED,
+                AttemptStatus::Succeeded,
+                None,
+                Some(CompletionOutcome::Won),
+            )
+            .await?;
             // The slot is taken: the workflow can go on.
             tx.mark_workflow_ready(owner, job.id).await?;
         }
@@ -398,25 +529,59 @@ impl Engine {
         let owner = job.owner_id.as_str();
         let worker = actor::worker(attempt.worker_id.as_deref().unwrap_or("?"));
         if won {
-            events.push(event::ATTEMPT_SUCCEEDED, Some(attempt.id), &worker, json!({ "provider": attempt.provider, "number": attempt.number }));
+            events.push(
+                event::ATTEMPT_SUCCEEDED,
+                Some(attempt.id),
+                &worker,
+                json!({ "provider": attempt.provider, "number": attempt.number }),
+            );
             if job_won {
-                events.push(event::JOB_SUCCEEDED, Some(attempt.id), actor::ENGINE, json!({ "completed_by": attempt.id }));
+                events.push(
+                    event::JOB_SUCCEEDED,
+                    Some(attempt.id),
+                    actor::ENGINE,
+                    json!({ "completed_by": attempt.id }),
+                );
             }
             // The slot is taken: no other attempt of this activity may run on. Only a
             // cancelled winner can have a live sibling (invariant 2: a live winner was
             // the activity's one live attempt).
             if attempt.status == AttemptStatus::Cancelled {
-                for (other, _) in tx.cancel_live_attempts(owner, attempt.activity_id, Some(attempt.id), actor::ENGINE, "another attempt won").await? {
-                    events.push(event::ATTEMPT_CANCELLED, Some(other), actor::ENGINE, json!({ "reason": "another attempt won", "winner": attempt.id }));
+                for (other, _) in tx
+                    .cancel_live_attempts(
+                        owner,
+                        attempt.activity_id,
+                        Some(attempt.id),
+                        actor::ENGINE,
+                        "another attempt won",
+                    )
+                    .await?
+                {
+                    events.push(
+                        event::ATTEMPT_CANCELLED,
+                        Some(other),
+                        actor::ENGINE,
+                        json!({ "reason": "another attempt won", "winner": attempt.id }),
+                    );
                 }
             }
             tracing::debug!(job_id = %job.id, attempt_id = %attempt.id, owner, provider = %attempt.provider, "attempt won");
             return Ok(CompletionOutcome::Won);
         }
 
-        let winner = tx.activity(owner, attempt.activity_id).await?.and_then(|a| a.completed_by);
-        tx.finish_attempt(owner, attempt.id, &LIVE_OR_CANCELLED, AttemptStatus::Lost, None, Some(CompletionOutcome::Lost))
-            .await?;
+        let winner = tx
+            .activity(owner, attempt.activity_id)
+            .await?
+            .and_then(|a| a.completed_by);
+        tx.finish_attempt(
+            owner,
+            attempt.id,
+            &LIVE_OR_CANCELLED,
+            AttemptStatus::Lost,
+            None,
+            Some(CompletionOutcome::Lost),
+        )
+        .await?;
         events.push(
             event::RACE_LOST,
             Some(attempt.id),
@@ -444,12 +609,29 @@ impl Engine {
         error.retryable = Some(retryable);
         let live = attempt.status.is_live();
         // A cancelled attempt stays cancelled: the error is recorded and nothing moves.
-        let to = if live { AttemptStatus::Failed } else { attempt.status };
-        tx.finish_attempt(owner, attempt.id, &LIVE_OR_CANCELLED, to, Some(&error), Some(CompletionOutcome::Recorded))
-            .await?;
-        events.push(event::ATTEMPT_FAILED, Some(attempt.id), &worker, json!({ "error": error, "status": to }));
+        let to = if live {
+            AttemptStatus::Failed
+        } else {
+            attempt.status
+        };
+        tx.finish_attempt(
+            owner,
+            attempt.id,
+            &LIVE_OR_CANCELLED,
+            to,
+            Some(&error),
+            Some(CompletionOutcome::Recorded),
+        )
+        .await?;
+        events.push(
+            event::ATTEMPT_FAILED,
+            Some(attempt.id),
+            &worker,
+            json!({ "error": error, "status": to }),
+        );
         if live {
-            self.after_attempt_end(tx, events, job, attempt, AttemptStatus::Failed, retryable).await?;
+            self.after_attempt_end(tx, events, job, attempt, AttemptStatus::Failed, retryable)
+                .await?;
         }
         Ok(Ok(CompletionOutcome::Recorded))
     }
@@ -480,10 +662,16 @@ struct ContractMemo(HashMap<(String, String), Option<Contract>>);
 impl ContractMemo {
     /// Records the current contract of `activity` for `owner`, read with its attempt.
     fn know(&mut self, owner: &str, activity: &str, contract: Option<Contract>) {
-        self.0.insert((owner.to_owned(), activity.to_owned()), contract);
+        self.0
+            .insert((owner.to_owned(), activity.to_owned()), contract);
     }
 
-    async fn current(&mut self, tx: &mut dyn StoreTx, owner: &str, activity: &str) -> Result<Option<Contract>, EngineError> {
+    async fn current(
+        &mut self,
+        tx: &mut dyn StoreTx,
+        owner: &str,
+        activity: &str,
+    ) -> Result<Option<Contract>, EngineError> {
         let key = (owner.to_owned(), activity.to_owned());
         if let Some(contract) = self.0.get(&key) {
             return Ok(contract.clone());
@@ -495,16 +683,30 @@ impl ContractMemo {
 }
 
 /// The answer a repeated completion gets: exactly what the first got.
-fn repeat(first: CompletionOutcome, attempt: &AttemptRow) -> Result<CompletionOutcome, EngineError> {
+fn repeat(
+    first: CompletionOutcome,
+    attempt: &AttemptRow,
+) -> Result<CompletionOutcome, EngineError> {
     if first != CompletionOutcome::ContractViolation {
         return Ok(first);
     }
-    let details = attempt.error.as_ref().and_then(|e| e.details.clone()).unwrap_or_default();
+    let details = attempt
+        .error
+        .as_ref()
+        .and_then(|e| e.details.clone())
+        .unwrap_or_default();
     Err(EngineError::ContractViolation {
-        contract_hash: details["contract_hash"].as_str().unwrap_or_default().to_owned(),
+        contract_hash: details["contract_hash"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
         errors: details["errors"]
             .as_array()
-            .map(|errs| errs.iter().filter_map(|e| e.as_str().map(str::to_owned)).collect())
+            .map(|errs| {
+                errs.iter()
+                    .filter_map(|e| e.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default(),
     })
 }

@@ -11,8 +11,8 @@ use uuid::Uuid;
 use super::Engine;
 use crate::error::{EngineError, StoreError};
 use crate::model::{Certification, Contract, Scope};
-use onceflow_protocol::api::{ContractSummary, ProviderCertification};
 use crate::request::{canonical_json, sha256_hex};
+use onceflow_protocol::api::{ContractSummary, ProviderCertification};
 
 /// Compiled validators by contract hash. A hash names one schema forever, so entries
 /// never go stale.
@@ -22,7 +22,10 @@ pub(crate) struct ValidatorCache {
 }
 
 impl ValidatorCache {
-    fn get_or_compile(&self, contract: &Contract) -> Result<Arc<jsonschema::Validator>, EngineError> {
+    fn get_or_compile(
+        &self,
+        contract: &Contract,
+    ) -> Result<Arc<jsonschema::Validator>, EngineError> {
         if let Some(v) = self.compiled.get(&contract.contract_hash) {
             return Ok(v.clone());
         }
@@ -33,12 +36,17 @@ impl ValidatorCache {
             )))
         })?;
         let validator = Arc::new(validator);
-        self.compiled.insert(contract.contract_hash.clone(), validator.clone());
+        self.compiled
+            .insert(contract.contract_hash.clone(), validator.clone());
         Ok(validator)
     }
 
     /// Every way `result` fails the contract (empty when it satisfies it).
-    pub(crate) fn violations(&self, contract: &Contract, result: &Value) -> Result<Vec<String>, EngineError> {
+    pub(crate) fn violations(
+        &self,
+        contract: &Contract,
+        result: &Value,
+    ) -> Result<Vec<String>, EngineError> {
         let validator = self.get_or_compile(contract)?;
         Ok(validator
             .iter_errors(result)
@@ -74,10 +82,13 @@ impl Engine {
             return Err(EngineError::invalid_request("activity: must not be empty"));
         }
         if !output_schema.is_object() && !output_schema.is_boolean() {
-            return Err(EngineError::invalid_request("output_schema: must be a JSON Schema (an object)"));
+            return Err(EngineError::invalid_request(
+                "output_schema: must be a JSON Schema (an object)",
+            ));
         }
-        let validator = jsonschema::validator_for(output_schema)
-            .map_err(|e| EngineError::invalid_request(format!("output_schema: not a valid JSON Schema: {e}")))?;
+        let validator = jsonschema::validator_for(output_schema).map_err(|e| {
+            EngineError::invalid_request(format!("output_schema: not a valid JSON Schema: {e}"))
+        })?;
         let contract = Contract {
             owner: owner.to_owned(),
             activity: activity.to_owned(),
@@ -85,7 +96,9 @@ impl Engine {
             output_schema: output_schema.clone(),
         };
         self.store.register_contract(&contract).await?;
-        self.contracts.compiled.insert(contract.contract_hash.clone(), Arc::new(validator));
+        self.contracts
+            .compiled
+            .insert(contract.contract_hash.clone(), Arc::new(validator));
         tracing::info!(owner, activity, contract_hash = %contract.contract_hash, "output contract registered");
         Ok(contract.contract_hash)
     }
@@ -101,9 +114,15 @@ impl Engine {
         passed: bool,
         report: Value,
     ) -> Result<Certification, EngineError> {
-        for (field, value) in [("activity", activity), ("provider", provider), ("contract_hash", contract_hash)] {
+        for (field, value) in [
+            ("activity", activity),
+            ("provider", provider),
+            ("contract_hash", contract_hash),
+        ] {
             if value.is_empty() {
-                return Err(EngineError::invalid_request(format!("{field}: must not be empty")));
+                return Err(EngineError::invalid_request(format!(
+                    "{field}: must not be empty"
+                )));
             }
         }
         let certification = Certification {
@@ -118,9 +137,21 @@ impl Engine {
         };
         self.store.insert_certification(&certification).await?;
         if passed {
-            tracing::info!(owner, activity, provider, contract_hash, "provider certified");
+            tracing::info!(
+                owner,
+                activity,
+                provider,
+                contract_hash,
+                "provider certified"
+            );
         } else {
-            tracing::warn!(owner, activity, provider, contract_hash, "provider certification failed: failover to it is blocked");
+            tracing::warn!(
+                owner,
+                activity,
+                provider,
+                contract_hash,
+                "provider certification failed: failover to it is blocked"
+            );
         }
         Ok(certification)
     }
@@ -133,11 +164,21 @@ impl Engine {
     /// (as failover judges it). A single-owner scope sees its own contracts and those of
     /// `*`, which its jobs fall back on.
     pub async fn contracts(&self, scope: &Scope) -> Result<Vec<ContractSummary>, EngineError> {
-        let owners = scope.owner().map(|o| if o == "*" { vec![o.to_owned()] } else { vec![o.to_owned(), "*".to_owned()] });
+        let owners = scope.owner().map(|o| {
+            if o == "*" {
+                vec![o.to_owned()]
+            } else {
+                vec![o.to_owned(), "*".to_owned()]
+            }
+        });
         let records = self.store.list_contracts(owners.as_deref()).await?;
-        let mut certifications: HashMap<(String, String, String), Vec<Certification>> = HashMap::new();
+        let mut certifications: HashMap<(String, String, String), Vec<Certification>> =
+            HashMap::new();
         for c in self.store.latest_certifications(owners.as_deref()).await? {
-            certifications.entry((c.owner.clone(), c.activity.clone(), c.contract_hash.clone())).or_default().push(c);
+            certifications
+                .entry((c.owner.clone(), c.activity.clone(), c.contract_hash.clone()))
+                .or_default()
+                .push(c);
         }
         let mut seen_current = std::collections::HashSet::new();
         let mut summaries = Vec::with_capacity(records.len());
@@ -145,12 +186,29 @@ impl Engine {
             let contract = record.contract;
             // Records come newest first per (owner, activity): the first is the current one.
             let current = seen_current.insert((contract.owner.clone(), contract.activity.clone()));
-            let key = |owner: &str| (owner.to_owned(), contract.activity.clone(), contract.contract_hash.clone());
-            let own = certifications.get(&key(&contract.owner)).cloned().unwrap_or_default();
-            let platform = if contract.owner == "*" { Vec::new() } else { certifications.get(&key("*")).cloned().unwrap_or_default() };
+            let key = |owner: &str| {
+                (
+                    owner.to_owned(),
+                    contract.activity.clone(),
+                    contract.contract_hash.clone(),
+                )
+            };
+            let own = certifications
+                .get(&key(&contract.owner))
+                .cloned()
+                .unwrap_or_default();
+            let platform = if contract.owner == "*" {
+                Vec::new()
+            } else {
+                certifications.get(&key("*")).cloned().unwrap_or_default()
+            };
             let mut by_provider: Vec<ProviderCertification> = own
                 .iter()
-                .chain(platform.iter().filter(|p| !own.iter().any(|o| o.provider == p.provider)))
+                .chain(
+                    platform
+                        .iter()
+                        .filter(|p| !own.iter().any(|o| o.provider == p.provider)),
+                )
                 .map(|c| ProviderCertification {
                     provider: c.provider.clone(),
                     passed: c.passed,

@@ -33,7 +33,9 @@ impl ClaimRequest {
     /// Refuses a request no claim would take: `max_tasks` outside 1 to 100, no `worker_id`.
     pub fn validate(&self) -> Result<(), EngineError> {
         if self.max_tasks == 0 || self.max_tasks > 100 {
-            return Err(EngineError::invalid_request("max_tasks: must be between 1 and 100"));
+            return Err(EngineError::invalid_request(
+                "max_tasks: must be between 1 and 100",
+            ));
         }
         if self.worker_id.is_empty() {
             return Err(EngineError::invalid_request("worker_id: must not be empty"));
@@ -48,14 +50,21 @@ impl Engine {
     /// Guarantees: each attempt is handed out once, moving `scheduled → started` with a
     /// fresh lease token that stays its fencing token for life; concurrent claims never
     /// return the same attempt.
-    pub async fn claim(&self, scope: &Scope, request: &ClaimRequest) -> Result<Vec<ActivityTask>, EngineError> {
+    pub async fn claim(
+        &self,
+        scope: &Scope,
+        request: &ClaimRequest,
+    ) -> Result<Vec<ActivityTask>, EngineError> {
         match Self::claim_filter(scope, request)? {
             Some(filter) => retry_transient!(self.claim_once(&filter)),
             None => Ok(Vec::new()),
         }
     }
 
-    pub(crate) async fn claim_once(&self, filter: &ClaimFilter) -> Result<Vec<ActivityTask>, EngineError> {
+    pub(crate) async fn claim_once(
+        &self,
+        filter: &ClaimFilter,
+    ) -> Result<Vec<ActivityTask>, EngineError> {
         let mut tx = self.begin().await?;
         let (tasks, events) = self.claim_in(tx.as_mut(), filter).await?;
         if tasks.is_empty() {
@@ -69,7 +78,11 @@ impl Engine {
 
     /// Claims in `tx` (see [`Engine::claim`]): the tasks, and the `attempt_started` events
     /// the caller must write in the same transaction.
-    pub(crate) async fn claim_in(&self, tx: &mut dyn StoreTx, filter: &ClaimFilter) -> Result<(Vec<ActivityTask>, Vec<NewEvent>), EngineError> {
+    pub(crate) async fn claim_in(
+        &self,
+        tx: &mut dyn StoreTx,
+        filter: &ClaimFilter,
+    ) -> Result<(Vec<ActivityTask>, Vec<NewEvent>), EngineError> {
         let claimed = tx.claim_attempts(filter).await?;
         let who = actor::worker(&filter.worker_id);
         let mut all_events = Vec::with_capacity(claimed.len());
@@ -114,7 +127,10 @@ impl Engine {
     }
 
     /// The claim a poll asks for, as the store takes it; `None` when it has no providers.
-    pub(crate) fn claim_filter(scope: &Scope, request: &ClaimRequest) -> Result<Option<ClaimFilter>, EngineError> {
+    pub(crate) fn claim_filter(
+        scope: &Scope,
+        request: &ClaimRequest,
+    ) -> Result<Option<ClaimFilter>, EngineError> {
         request.validate()?;
         if request.providers.is_empty() {
             return Ok(None);
@@ -143,23 +159,52 @@ impl Engine {
     ) -> Result<HeartbeatAck, EngineError> {
         // The fast path, shared with concurrent heartbeats: one statement for all of them,
         // each fenced by its own token.
-        let renewal = LeaseRenewal { owner: scope.owner().map(str::to_owned), attempt_id, token: lease_token, details: details.cloned() };
+        let renewal = LeaseRenewal {
+            owner: scope.owner().map(str::to_owned),
+            attempt_id,
+            token: lease_token,
+            details: details.cloned(),
+        };
         let extended = self.batches.heartbeats.call(renewal).await;
         if extended == Some(true) {
-            return Ok(HeartbeatAck { cancel_requested: false });
+            return Ok(HeartbeatAck {
+                cancel_requested: false,
+            });
         }
-        let location = self.store.locate_attempt(scope, attempt_id).await?.ok_or(EngineError::NotFound)?;
+        let location = self
+            .store
+            .locate_attempt(scope, attempt_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         // Not settled by the batch (it failed): the fast path alone.
         if extended.is_none()
-            && self.store.extend_lease(&location, attempt_id, lease_token, details).await? == LeaseExtension::Extended
+            && self
+                .store
+                .extend_lease(&location, attempt_id, lease_token, details)
+                .await?
+                == LeaseExtension::Extended
         {
-            return Ok(HeartbeatAck { cancel_requested: false });
+            return Ok(HeartbeatAck {
+                cancel_requested: false,
+            });
         }
-        let ack = retry_transient!(self.heartbeat_slow(&location.owner_id, location.job_id, attempt_id, lease_token, details))?;
+        let ack = retry_transient!(self.heartbeat_slow(
+            &location.owner_id,
+            location.job_id,
+            attempt_id,
+            lease_token,
+            details
+        ))?;
         if ack.is_none() {
             // Revived concurrently by another heartbeat: the fast path applies now.
-            return match self.store.extend_lease(&location, attempt_id, lease_token, details).await? {
-                LeaseExtension::Extended => Ok(HeartbeatAck { cancel_requested: false }),
+            return match self
+                .store
+                .extend_lease(&location, attempt_id, lease_token, details)
+                .await?
+            {
+                LeaseExtension::Extended => Ok(HeartbeatAck {
+                    cancel_requested: false,
+                }),
                 LeaseExtension::NotExtended => Err(EngineError::LeaseLost),
             };
         }
@@ -177,21 +222,36 @@ impl Engine {
         details: Option<&Value>,
     ) -> Result<Option<HeartbeatAck>, EngineError> {
         let mut tx = self.begin().await?;
-        tx.lock_job(owner, job_id).await?.ok_or(EngineError::NotFound)?;
-        let attempt = tx.attempt(owner, attempt_id).await?.ok_or(EngineError::NotFound)?;
+        tx.lock_job(owner, job_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        let attempt = tx
+            .attempt(owner, attempt_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         if attempt.lease_token != Some(lease_token) {
             tracing::warn!(job_id = %job_id, attempt_id = %attempt_id, owner, "heartbeat with a wrong lease token refused");
             return Err(EngineError::LeaseLost);
         }
         match attempt.status {
-            AttemptStatus::Cancelled => Ok(Some(HeartbeatAck { cancel_requested: true })),
+            AttemptStatus::Cancelled => Ok(Some(HeartbeatAck {
+                cancel_requested: true,
+            })),
             AttemptStatus::Started => Ok(None),
             AttemptStatus::Unknown => {
-                if !tx.revive_attempt(owner, attempt_id, lease_token, details).await? {
+                if !tx
+                    .revive_attempt(owner, attempt_id, lease_token, details)
+                    .await?
+                {
                     return Err(EngineError::LeaseLost);
                 }
-                tx.set_activity_status(owner, attempt.activity_id, &[ActivityStatus::Blocked], ActivityStatus::Running)
-                    .await?;
+                tx.set_activity_status(
+                    owner,
+                    attempt.activity_id,
+                    &[ActivityStatus::Blocked],
+                    ActivityStatus::Running,
+                )
+                .await?;
                 let mut events = Events::for_job(owner, job_id);
                 events.push(
                     event::ATTEMPT_REVIVED,
@@ -202,7 +262,9 @@ impl Engine {
                 events.flush(tx.as_mut(), &self.metrics).await?;
                 tx.commit().await?;
                 tracing::info!(job_id = %job_id, attempt_id = %attempt_id, owner, "unknown attempt revived by its heartbeat");
-                Ok(Some(HeartbeatAck { cancel_requested: false }))
+                Ok(Some(HeartbeatAck {
+                    cancel_requested: false,
+                }))
             }
             _ => Err(EngineError::LeaseLost),
         }

@@ -57,7 +57,11 @@ impl KeysInFlight {
             Some(_) => Some(Entry::Joined),
             None => {
                 keys.insert(id.clone(), InFlight::default());
-                Some(Entry::First(First { keys: self, id, held: false }))
+                Some(Entry::First(First {
+                    keys: self,
+                    id,
+                    held: false,
+                }))
             }
         }
     }
@@ -94,7 +98,10 @@ impl First<'_> {
 impl Drop for First<'_> {
     fn drop(&mut self) {
         let waiting = match self.keys.keys.lock() {
-            Ok(mut keys) => keys.remove(&self.id).map(|first| first.waiting).unwrap_or_default(),
+            Ok(mut keys) => keys
+                .remove(&self.id)
+                .map(|first| first.waiting)
+                .unwrap_or_default(),
             Err(_) => return,
         };
         for waiter in waiting {
@@ -110,23 +117,37 @@ mod tests {
     #[tokio::test]
     async fn a_repeat_learns_what_the_first_settled_and_the_key_is_free_again() {
         let keys = KeysInFlight::default();
-        let Some(Entry::First(first)) = keys.enter("alice", "k") else { panic!("the first entry of a key must be First") };
-        assert!(matches!(keys.enter("alice", "k"), Some(Entry::Joined)), "a repeat joins a first that waits for a statement");
+        let Some(Entry::First(first)) = keys.enter("alice", "k") else {
+            panic!("the first entry of a key must be First")
+        };
+        assert!(
+            matches!(keys.enter("alice", "k"), Some(Entry::Joined)),
+            "a repeat joins a first that waits for a statement"
+        );
         keys.writing([("alice", "k")]);
-        let Some(Entry::Repeat(repeat)) = keys.enter("alice", "k") else { panic!("a repeat must wait for a first being written") };
+        let Some(Entry::Repeat(repeat)) = keys.enter("alice", "k") else {
+            panic!("a repeat must wait for a first being written")
+        };
         // Another owner's key of the same name is unrelated.
         assert!(matches!(keys.enter("bob", "k"), Some(Entry::First(_))));
         first.settle(true);
         assert_eq!(repeat.await.ok(), Some(true));
-        assert!(matches!(keys.enter("alice", "k"), Some(Entry::First(_))), "a settled key is no longer in flight");
+        assert!(
+            matches!(keys.enter("alice", "k"), Some(Entry::First(_))),
+            "a settled key is no longer in flight"
+        );
     }
 
     #[tokio::test]
     async fn a_first_dropped_unsettled_sends_its_repeats_the_ordinary_way() {
         let keys = KeysInFlight::default();
-        let Some(Entry::First(first)) = keys.enter("alice", "k") else { panic!("first") };
+        let Some(Entry::First(first)) = keys.enter("alice", "k") else {
+            panic!("first")
+        };
         keys.writing([("alice", "k")]);
-        let Some(Entry::Repeat(repeat)) = keys.enter("alice", "k") else { panic!("repeat") };
+        let Some(Entry::Repeat(repeat)) = keys.enter("alice", "k") else {
+            panic!("repeat")
+        };
         drop(first);
         assert_eq!(repeat.await.ok(), Some(false));
         assert!(keys.keys.lock().map(|k| k.is_empty()).unwrap_or(false));

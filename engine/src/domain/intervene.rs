@@ -6,7 +6,9 @@ use uuid::Uuid;
 
 use super::{actor, retry_transient, visible, Engine, Events};
 use crate::error::EngineError;
-use crate::model::{event, ActivityStatus, AttemptStatus, AttemptView, ErrorInfo, JobStatus, JobView, Scope};
+use crate::model::{
+    event, ActivityStatus, AttemptStatus, AttemptView, ErrorInfo, JobStatus, JobView, Scope,
+};
 
 impl Engine {
     /// Creates an attempt of activity `seq` of a job at `provider`, on the owner's
@@ -36,20 +38,38 @@ impl Engine {
         provider: &str,
     ) -> Result<AttemptView, EngineError> {
         let mut tx = self.begin().await?;
-        let job = tx.lock_job(owner, job_id).await?.ok_or(EngineError::NotFound)?;
-        let activity = tx.activity_by_seq(owner, job_id, seq).await?.ok_or(EngineError::NotFound)?;
-        if job.status.is_closed() || activity.status.is_closed() || activity.completed_by.is_some() {
+        let job = tx
+            .lock_job(owner, job_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        let activity = tx
+            .activity_by_seq(owner, job_id, seq)
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        if job.status.is_closed() || activity.status.is_closed() || activity.completed_by.is_some()
+        {
             return Err(EngineError::ActivityCompleted);
         }
         let attempts = tx.attempts_of_activity(owner, activity.id).await?;
         if let Some(live) = attempts.iter().find(|a| a.status.is_live()) {
-            return Err(EngineError::AttemptInFlight { attempt_id: live.id, status: live.status });
+            return Err(EngineError::AttemptInFlight {
+                attempt_id: live.id,
+                status: live.status,
+            });
         }
-        if let Err(reason) = self.certified(tx.as_mut(), owner, &activity, provider).await? {
-            return Err(EngineError::ProviderNotCertified { provider: provider.to_owned(), reason });
+        if let Err(reason) = self
+            .certified(tx.as_mut(), owner, &activity, provider)
+            .await?
+        {
+            return Err(EngineError::ProviderNotCertified {
+                provider: provider.to_owned(),
+                reason,
+            });
         }
         let number = attempts.iter().map(|a| a.number).max().unwrap_or(0) + 1;
-        let attempt_id = self.schedule_attempt(tx.as_mut(), &activity, provider, number, 0).await?;
+        let attempt_id = self
+            .schedule_attempt(tx.as_mut(), &activity, provider, number, 0)
+            .await?;
         let mut events = Events::for_job(owner, job_id);
         events.push(
             event::ATTEMPT_SCHEDULED,
@@ -58,7 +78,10 @@ impl Engine {
             json!({ "seq": seq, "provider": provider, "number": number, "reason": "manual" }),
         );
         events.flush(tx.as_mut(), &self.metrics).await?;
-        let attempt = tx.attempt(owner, attempt_id).await?.ok_or(EngineError::NotFound)?;
+        let attempt = tx
+            .attempt(owner, attempt_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         tx.commit().await?;
         Ok(attempt.view())
     }
@@ -84,7 +107,13 @@ impl Engine {
             .locate_attempt(&Scope::AllOwners, attempt_id)
             .await?
             .ok_or(EngineError::NotFound)?;
-        retry_transient!(self.cancel_attempt_once(&location.owner_id, location.job_id, attempt_id, operator, reason))
+        retry_transient!(self.cancel_attempt_once(
+            &location.owner_id,
+            location.job_id,
+            attempt_id,
+            operator,
+            reason
+        ))
     }
 
     async fn cancel_attempt_once(
@@ -96,15 +125,26 @@ impl Engine {
         reason: &str,
     ) -> Result<AttemptView, EngineError> {
         let mut tx = self.begin().await?;
-        let job = tx.lock_job(owner, job_id).await?.ok_or(EngineError::NotFound)?;
-        let attempt = tx.attempt(owner, attempt_id).await?.ok_or(EngineError::NotFound)?;
+        let job = tx
+            .lock_job(owner, job_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        let attempt = tx
+            .attempt(owner, attempt_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         match attempt.status {
             AttemptStatus::Cancelled => return Ok(attempt.view()),
             s if s.is_finished() => return Err(EngineError::AttemptNotCancellable { status: s }),
             _ => {}
         }
-        if !tx.cancel_attempt(owner, attempt_id, operator, reason).await? {
-            return Err(EngineError::AttemptNotCancellable { status: attempt.status });
+        if !tx
+            .cancel_attempt(owner, attempt_id, operator, reason)
+            .await?
+        {
+            return Err(EngineError::AttemptNotCancellable {
+                status: attempt.status,
+            });
         }
         let mut events = Events::for_job(owner, job_id);
         events.push(
@@ -114,10 +154,20 @@ impl Engine {
             json!({ "reason": reason, "cancelled_by": operator, "was": attempt.status }),
         );
         tracing::warn!(%job_id, %attempt_id, owner, operator, reason, was = %attempt.status, "attempt cancelled by operator");
-        self.after_attempt_end(tx.as_mut(), &mut events, &job, &attempt, AttemptStatus::Cancelled, false)
-            .await?;
+        self.after_attempt_end(
+            tx.as_mut(),
+            &mut events,
+            &job,
+            &attempt,
+            AttemptStatus::Cancelled,
+            false,
+        )
+        .await?;
         events.flush(tx.as_mut(), &self.metrics).await?;
-        let cancelled = tx.attempt(owner, attempt_id).await?.ok_or(EngineError::NotFound)?;
+        let cancelled = tx
+            .attempt(owner, attempt_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         tx.commit().await?;
         Ok(cancelled.view())
     }
@@ -136,7 +186,10 @@ impl Engine {
 
     async fn cancel_job_once(&self, owner: &str, job_id: Uuid) -> Result<(), EngineError> {
         let mut tx = self.begin().await?;
-        let job = tx.lock_job(owner, job_id).await?.ok_or(EngineError::NotFound)?;
+        let job = tx
+            .lock_job(owner, job_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         match job.status {
             JobStatus::Cancelled => return Ok(()),
             JobStatus::Succeeded | JobStatus::Failed => return Err(EngineError::JobFinished),
@@ -145,8 +198,27 @@ impl Engine {
         let who = actor::client(owner);
         let mut events = Events::for_job(owner, job_id);
         let error = ErrorInfo::new("job_cancelled", "the job was cancelled by its owner");
-        close_open_activities(tx.as_mut(), &mut events, owner, job_id, &error, owner, &who, "job cancelled").await?;
-        if !tx.close_job(owner, job_id, job.version, JobStatus::Cancelled, Some(&error)).await? {
+        close_open_activities(
+            tx.as_mut(),
+            &mut events,
+            owner,
+            job_id,
+            &error,
+            owner,
+            &who,
+            "job cancelled",
+        )
+        .await?;
+        if !tx
+            .close_job(
+                owner,
+                job_id,
+                job.version,
+                JobStatus::Cancelled,
+                Some(&error),
+            )
+            .await?
+        {
             return Err(EngineError::JobFinished);
         }
         events.push(event::JOB_CANCELLED, None, &who, json!({}));
@@ -158,7 +230,11 @@ impl Engine {
 
     /// The owner of a job visible in `scope`.
     async fn owner_of_job(&self, scope: &Scope, job_id: Uuid) -> Result<String, EngineError> {
-        let owner = self.store.job_owner(scope, job_id).await?.ok_or(EngineError::NotFound)?;
+        let owner = self
+            .store
+            .job_owner(scope, job_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         visible(scope, &owner)?;
         Ok(owner)
     }
@@ -182,9 +258,18 @@ pub(crate) async fn close_open_activities(
         if activity.status.is_closed() {
             continue;
         }
-        tx.close_activity(owner, activity.id, ActivityStatus::Cancelled, Some(error)).await?;
-        for (attempt, was) in tx.cancel_live_attempts(owner, activity.id, None, cancelled_by, reason).await? {
-            events.push(event::ATTEMPT_CANCELLED, Some(attempt), actor, json!({ "reason": reason, "cancelled_by": cancelled_by, "was": was }));
+        tx.close_activity(owner, activity.id, ActivityStatus::Cancelled, Some(error))
+            .await?;
+        for (attempt, was) in tx
+            .cancel_live_attempts(owner, activity.id, None, cancelled_by, reason)
+            .await?
+        {
+            events.push(
+                event::ATTEMPT_CANCELLED,
+                Some(attempt),
+                actor,
+                json!({ "reason": reason, "cancelled_by": cancelled_by, "was": was }),
+            );
         }
     }
     Ok(())

@@ -43,7 +43,9 @@ pub use commit::{Completion, CompletionBody};
 pub use dispatch::{ClaimRequest, HeartbeatAck};
 pub use reaper::ReapReport;
 pub use retention::{PrunePass, PRUNE_BATCH};
-pub use schedules::{schedule_event, tick_key, CronSpec, SchedulePut, ScheduleReport, ScheduleRequestBody};
+pub use schedules::{
+    schedule_event, tick_key, CronSpec, SchedulePut, ScheduleReport, ScheduleRequestBody,
+};
 pub use submit::Submission;
 pub use views::{JobListQuery, JobPage, StuckAttemptsQuery};
 pub use workflow::WorkflowTaskOutcome;
@@ -74,7 +76,12 @@ struct Batches {
     /// Replays: submissions whose key a committed job holds.
     replays: Arc<batch::Batcher<submit::Replay, Result<submit::Created, EngineError>>>,
     /// Completions of attempts.
-    completions: Arc<batch::Batcher<commit::BatchedCompletion, Result<crate::model::CompletionOutcome, EngineError>>>,
+    completions: Arc<
+        batch::Batcher<
+            commit::BatchedCompletion,
+            Result<crate::model::CompletionOutcome, EngineError>,
+        >,
+    >,
     /// Heartbeats' fast path: whether each lease was extended.
     heartbeats: Arc<batch::Batcher<crate::store::LeaseRenewal, bool>>,
 }
@@ -95,52 +102,79 @@ impl Batches {
         let heartbeats_store = store.clone();
         Batches {
             keys_in_flight: inflight::KeysInFlight::default(),
-            completions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("completions")), |items: Vec<commit::BatchedCompletion>| async move {
-                match items.first().map(|i| i.engine.clone()) {
-                    Some(engine) => engine.complete_batch(items).await,
-                    None => Vec::new(),
-                }
-            }),
-            replays: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("replays")), |items: Vec<submit::Replay>| async move {
-                match items.first().map(|i| i.engine.clone()) {
-                    Some(engine) => engine.replay_batch(items).await,
-                    None => Vec::new(),
-                }
-            }),
-            submissions: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("submissions")), |items: Vec<submit::BatchedSubmission>| async move {
-                match items.first().map(|i| i.engine.clone()) {
-                    Some(engine) => engine.submit_batch(items).await,
-                    None => Vec::new(),
-                }
-            }),
-            heartbeats: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("heartbeats")), move |renewals: Vec<crate::store::LeaseRenewal>| {
-                let store = heartbeats_store.clone();
-                async move {
-                    match store.extend_leases(&renewals).await {
-                        Ok(extended) if extended.len() == renewals.len() => extended.into_iter().map(Some).collect(),
-                        Ok(_) => renewals.iter().map(|_| None).collect(),
-                        Err(e) => {
-                            tracing::debug!(error = %e, "batched heartbeats failed; each heartbeat goes alone");
-                            renewals.iter().map(|_| None).collect()
+            completions: batch::Batcher::new(
+                BATCH_FLUSHES_IN_FLIGHT,
+                BATCH_MAX_ITEMS,
+                Some(sizes("completions")),
+                |items: Vec<commit::BatchedCompletion>| async move {
+                    match items.first().map(|i| i.engine.clone()) {
+                        Some(engine) => engine.complete_batch(items).await,
+                        None => Vec::new(),
+                    }
+                },
+            ),
+            replays: batch::Batcher::new(
+                BATCH_FLUSHES_IN_FLIGHT,
+                BATCH_MAX_ITEMS,
+                Some(sizes("replays")),
+                |items: Vec<submit::Replay>| async move {
+                    match items.first().map(|i| i.engine.clone()) {
+                        Some(engine) => engine.replay_batch(items).await,
+                        None => Vec::new(),
+                    }
+                },
+            ),
+            submissions: batch::Batcher::new(
+                BATCH_FLUSHES_IN_FLIGHT,
+                BATCH_MAX_ITEMS,
+                Some(sizes("submissions")),
+                |items: Vec<submit::BatchedSubmission>| async move {
+                    match items.first().map(|i| i.engine.clone()) {
+                        Some(engine) => engine.submit_batch(items).await,
+                        None => Vec::new(),
+                    }
+                },
+            ),
+            heartbeats: batch::Batcher::new(
+                BATCH_FLUSHES_IN_FLIGHT,
+                BATCH_MAX_ITEMS,
+                Some(sizes("heartbeats")),
+                move |renewals: Vec<crate::store::LeaseRenewal>| {
+                    let store = heartbeats_store.clone();
+                    async move {
+                        match store.extend_leases(&renewals).await {
+                            Ok(extended) if extended.len() == renewals.len() => {
+                                extended.into_iter().map(Some).collect()
+                            }
+                            Ok(_) => renewals.iter().map(|_| None).collect(),
+                            Err(e) => {
+                                tracing::debug!(error = %e, "batched heartbeats failed; each heartbeat goes alone");
+                                renewals.iter().map(|_| None).collect()
+                            }
                         }
                     }
-                }
-            }),
-            tokens: batch::Batcher::new(BATCH_FLUSHES_IN_FLIGHT, BATCH_MAX_ITEMS, Some(sizes("tokens")), move |hashes: Vec<String>| {
-                let store = tokens_store.clone();
-                async move {
-                    match store.tokens_by_hash(&hashes).await {
-                        Ok(rows) => hashes
-                            .iter()
-                            .map(|h| Some(rows.iter().find(|r| &r.token_hash == h).cloned()))
-                            .collect(),
-                        Err(e) => {
-                            tracing::debug!(error = %e, "batched token lookup failed; each request looks alone");
-                            hashes.iter().map(|_| None).collect()
+                },
+            ),
+            tokens: batch::Batcher::new(
+                BATCH_FLUSHES_IN_FLIGHT,
+                BATCH_MAX_ITEMS,
+                Some(sizes("tokens")),
+                move |hashes: Vec<String>| {
+                    let store = tokens_store.clone();
+                    async move {
+                        match store.tokens_by_hash(&hashes).await {
+                            Ok(rows) => hashes
+                                .iter()
+                                .map(|h| Some(rows.iter().find(|r| &r.token_hash == h).cloned()))
+                                .collect(),
+                            Err(e) => {
+                                tracing::debug!(error = %e, "batched token lookup failed; each request looks alone");
+                                hashes.iter().map(|_| None).collect()
+                            }
                         }
                     }
-                }
-            }),
+                },
+            ),
         }
     }
 }
@@ -208,11 +242,18 @@ impl Engine {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             return Self::connect_postgres(url, max_connections).await;
         }
-        if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
             let path = path.split('?').next().unwrap_or(path);
-            if let Some(dir) = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| EngineError::invalid_request(format!("cannot create {}: {e}", dir.display())))?;
+            if let Some(dir) = std::path::Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    EngineError::invalid_request(format!("cannot create {}: {e}", dir.display()))
+                })?;
             }
             let store = crate::store::sqlite::SqliteStore::connect(url, max_connections)
                 .await
@@ -258,7 +299,9 @@ impl Engine {
     /// Relays other engines' "work scheduled" hints to [`Engine::work_signal`] until
     /// `shutdown`.
     pub async fn listen_for_work(&self, shutdown: CancellationToken) {
-        self.store.listen_for_work(self.work.clone(), shutdown).await
+        self.store
+            .listen_for_work(self.work.clone(), shutdown)
+            .await
     }
 
     /// The Prometheus text of this engine's metrics, with the database gauges read now.
@@ -282,10 +325,20 @@ pub(crate) struct Events {
 
 impl Events {
     pub(crate) fn for_job(owner_id: &str, job_id: Uuid) -> Self {
-        Events { owner_id: owner_id.to_owned(), job_id, pending: Vec::new() }
+        Events {
+            owner_id: owner_id.to_owned(),
+            job_id,
+            pending: Vec::new(),
+        }
     }
 
-    pub(crate) fn push(&mut self, kind: &'static str, attempt_id: Option<Uuid>, actor: &str, data: Value) {
+    pub(crate) fn push(
+        &mut self,
+        kind: &'static str,
+        attempt_id: Option<Uuid>,
+        actor: &str,
+        data: Value,
+    ) {
         self.pending.push(NewEvent {
             owner_id: self.owner_id.clone(),
             job_id: self.job_id,
@@ -298,7 +351,11 @@ impl Events {
 
     /// Writes the events and counts them in the metrics (as written: an operation
     /// retried after a deadlock may count twice).
-    pub(crate) async fn flush(self, tx: &mut dyn StoreTx, metrics: &crate::metrics::Metrics) -> Result<(), StoreError> {
+    pub(crate) async fn flush(
+        self,
+        tx: &mut dyn StoreTx,
+        metrics: &crate::metrics::Metrics,
+    ) -> Result<(), StoreError> {
         tx.append_events(&self.pending).await?;
         metrics.events_written(self.pending.iter().map(|e| e.kind));
         Ok(())

@@ -8,9 +8,7 @@ use uuid::Uuid;
 
 use super::{actor, Engine, Events};
 use crate::error::EngineError;
-use crate::model::{
-    event, ActivityStatus, AttemptStatus, ErrorInfo, Failover, JobKind, JobStatus,
-};
+use crate::model::{event, ActivityStatus, AttemptStatus, ErrorInfo, Failover, JobKind, JobStatus};
 use crate::store::{ActivityRow, AttemptRow, JobRow, NewAttempt, StoreTx};
 
 /// Why a provider may not take over an activity, or `Ok` when it may.
@@ -28,7 +26,11 @@ impl Engine {
         provider: &str,
     ) -> Result<Certified, EngineError> {
         match activity.providers.iter().position(|p| p == provider) {
-            None => return Ok(Err(format!("`{provider}` is not in the activity's provider list"))),
+            None => {
+                return Ok(Err(format!(
+                    "`{provider}` is not in the activity's provider list"
+                )))
+            }
             Some(0) => return Ok(Ok(())),
             Some(_) => {}
         }
@@ -47,7 +49,10 @@ impl Engine {
                 "its latest certification for contract {} failed",
                 contract.contract_hash
             )),
-            None => Err(format!("it has no certification for contract {}", contract.contract_hash)),
+            None => Err(format!(
+                "it has no certification for contract {}",
+                contract.contract_hash
+            )),
         })
     }
 
@@ -77,8 +82,17 @@ impl Engine {
         let options = &activity.options;
 
         if options.failover == Failover::Manual {
-            tx.set_activity_status(owner, activity.id, &[ActivityStatus::Scheduled, ActivityStatus::Running, ActivityStatus::Blocked], ActivityStatus::Waiting)
-                .await?;
+            tx.set_activity_status(
+                owner,
+                activity.id,
+                &[
+                    ActivityStatus::Scheduled,
+                    ActivityStatus::Running,
+                    ActivityStatus::Blocked,
+                ],
+                ActivityStatus::Waiting,
+            )
+            .await?;
             events.push(
                 event::ACTIVITY_WAITING,
                 Some(ended.id),
@@ -88,7 +102,10 @@ impl Engine {
             return Ok(());
         }
 
-        let made_here = attempts.iter().filter(|a| a.provider == ended.provider).count() as u32;
+        let made_here = attempts
+            .iter()
+            .filter(|a| a.provider == ended.provider)
+            .count() as u32;
         if ended_status == AttemptStatus::Failed
             && retryable
             && made_here < options.retry.max_attempts_per_provider
@@ -115,7 +132,9 @@ impl Engine {
         for provider in &activity.providers[start..] {
             match self.certified(tx, owner, &activity, provider).await? {
                 Ok(()) => {
-                    let attempt = self.schedule_attempt(tx, &activity, provider, next_number, 0).await?;
+                    let attempt = self
+                        .schedule_attempt(tx, &activity, provider, next_number, 0)
+                        .await?;
                     events.push(
                         event::FAILOVER,
                         Some(attempt),
@@ -145,12 +164,25 @@ impl Engine {
                 activity.name, ended.provider
             ),
         );
-        tx.close_activity(owner, activity.id, ActivityStatus::Failed, Some(&error)).await?;
-        events.push(event::ACTIVITY_FAILED, None, actor::ENGINE, json!({ "seq": activity.seq, "error": error }));
+        tx.close_activity(owner, activity.id, ActivityStatus::Failed, Some(&error))
+            .await?;
+        events.push(
+            event::ACTIVITY_FAILED,
+            None,
+            actor::ENGINE,
+            json!({ "seq": activity.seq, "error": error }),
+        );
         if job.kind == JobKind::Activity
-            && tx.close_job(owner, job.id, job.version, JobStatus::Failed, Some(&error)).await?
+            && tx
+                .close_job(owner, job.id, job.version, JobStatus::Failed, Some(&error))
+                .await?
         {
-            events.push(event::JOB_FAILED, None, actor::ENGINE, json!({ "error": error }));
+            events.push(
+                event::JOB_FAILED,
+                None,
+                actor::ENGINE,
+                json!({ "error": error }),
+            );
         }
         if job.kind == JobKind::Workflow {
             // The activity failed for good: the workflow sees the error and decides.
@@ -188,7 +220,10 @@ impl Engine {
                 .into_iter()
                 .find(|a| a.status.is_live());
             return Err(match live {
-                Some(a) => EngineError::AttemptInFlight { attempt_id: a.id, status: a.status },
+                Some(a) => EngineError::AttemptInFlight {
+                    attempt_id: a.id,
+                    status: a.status,
+                },
                 None => EngineError::Internal(crate::error::StoreError::Corrupt(
                     "attempt insert refused without a live attempt".into(),
                 )),
@@ -197,7 +232,12 @@ impl Engine {
         tx.set_activity_status(
             &activity.owner_id,
             activity.id,
-            &[ActivityStatus::Running, ActivityStatus::Blocked, ActivityStatus::Waiting, ActivityStatus::Scheduled],
+            &[
+                ActivityStatus::Running,
+                ActivityStatus::Blocked,
+                ActivityStatus::Waiting,
+                ActivityStatus::Scheduled,
+            ],
             ActivityStatus::Scheduled,
         )
         .await?;

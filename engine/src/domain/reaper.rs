@@ -63,10 +63,17 @@ impl Engine {
             if !tx.mark_attempt_unknown(owner, *attempt_id).await? {
                 continue;
             }
-            let Some(attempt) = tx.attempt(owner, *attempt_id).await? else { continue };
+            let Some(attempt) = tx.attempt(owner, *attempt_id).await? else {
+                continue;
+            };
             changed += 1;
-            tx.set_activity_status(owner, attempt.activity_id, &[ActivityStatus::Running, ActivityStatus::Scheduled], ActivityStatus::Blocked)
-                .await?;
+            tx.set_activity_status(
+                owner,
+                attempt.activity_id,
+                &[ActivityStatus::Running, ActivityStatus::Scheduled],
+                ActivityStatus::Blocked,
+            )
+            .await?;
             let mut events = Events::for_job(owner, attempt.job_id);
             events.push(
                 event::ATTEMPT_HEARTBEAT_LOST,
@@ -83,7 +90,8 @@ impl Engine {
         tx.commit().await?;
         // Counted once committed: a scrape that sees the heartbeat loss also sees the
         // attempt unknown (the gauges are read from the database).
-        self.metrics.events_written(all_events.iter().map(|e| e.kind));
+        self.metrics
+            .events_written(all_events.iter().map(|e| e.kind));
         Ok((expired.len() as u64, changed))
     }
 
@@ -92,20 +100,46 @@ impl Engine {
         let overdue = tx.lock_overdue_scheduled(BATCH).await?;
         let mut changed = 0;
         for (owner, attempt_id) in &overdue {
-            let Some(attempt) = tx.attempt(owner, *attempt_id).await? else { continue };
-            let Some(job) = tx.lock_job(owner, attempt.job_id).await? else { continue };
-            let error = ErrorInfo::new("schedule_to_start_timeout", "no worker started the attempt in time");
+            let Some(attempt) = tx.attempt(owner, *attempt_id).await? else {
+                continue;
+            };
+            let Some(job) = tx.lock_job(owner, attempt.job_id).await? else {
+                continue;
+            };
+            let error = ErrorInfo::new(
+                "schedule_to_start_timeout",
+                "no worker started the attempt in time",
+            );
             if !tx
-                .finish_attempt(owner, attempt.id, &[AttemptStatus::Scheduled], AttemptStatus::Expired, Some(&error), None)
+                .finish_attempt(
+                    owner,
+                    attempt.id,
+                    &[AttemptStatus::Scheduled],
+                    AttemptStatus::Expired,
+                    Some(&error),
+                    None,
+                )
                 .await?
             {
                 continue;
             }
             changed += 1;
             let mut events = Events::for_job(owner, attempt.job_id);
-            events.push(event::ATTEMPT_EXPIRED, Some(attempt.id), actor::REAPER, json!({ "provider": attempt.provider, "number": attempt.number }));
-            self.after_attempt_end(tx.as_mut(), &mut events, &job, &attempt, AttemptStatus::Expired, false)
-                .await?;
+            events.push(
+                event::ATTEMPT_EXPIRED,
+                Some(attempt.id),
+                actor::REAPER,
+                json!({ "provider": attempt.provider, "number": attempt.number }),
+            );
+            self.after_attempt_end(
+                tx.as_mut(),
+                &mut events,
+                &job,
+                &attempt,
+                AttemptStatus::Expired,
+                false,
+            )
+            .await?;
             events.flush(tx.as_mut(), &self.metrics).await?;
             tracing::info!(job_id = %attempt.job_id, attempt_id = %attempt.id, owner = %owner, "attempt expired before any worker started it");
         }

@@ -32,19 +32,37 @@ impl Engine {
     /// operator's action) is left for a later pass; concurrent passes in several engines
     /// delete each job once. Once a job is gone its idempotency key is free again: a
     /// later submission of that key creates a new job.
-    pub async fn prune_finished_jobs(&self, retention: Duration, batch: i64) -> Result<u64, EngineError> {
+    pub async fn prune_finished_jobs(
+        &self,
+        retention: Duration,
+        batch: i64,
+    ) -> Result<u64, EngineError> {
         let mut pass = PrunePass::default();
-        while self.prune_finished_jobs_batch(retention, batch, &mut pass).await? {}
+        while self
+            .prune_finished_jobs_batch(retention, batch, &mut pass)
+            .await?
+        {}
         Ok(pass.deleted)
     }
 
     /// One transaction of [`Engine::prune_finished_jobs`]: deletes at most `batch` jobs,
     /// oldest first after where `pass` stopped, under the same rule and guarantees, and
     /// moves `pass` on. Answers whether more may be left in this pass.
-    pub async fn prune_finished_jobs_batch(&self, retention: Duration, batch: i64, pass: &mut PrunePass) -> Result<bool, EngineError> {
+    pub async fn prune_finished_jobs_batch(
+        &self,
+        retention: Duration,
+        batch: i64,
+        pass: &mut PrunePass,
+    ) -> Result<bool, EngineError> {
         let batch = batch.max(1);
         let after = pass.after;
-        let done = retry_transient!(async { Ok::<_, EngineError>(self.store.prune_finished_jobs(retention, batch, after).await?) })?;
+        let done = retry_transient!(async {
+            Ok::<_, EngineError>(
+                self.store
+                    .prune_finished_jobs(retention, batch, after)
+                    .await?,
+            )
+        })?;
         self.metrics.pruned(done.deleted);
         pass.deleted += done.deleted;
         pass.after = done.last.or(pass.after);
@@ -56,11 +74,17 @@ impl Engine {
     /// Deletes every schedule event (fired, skipped, changed) written more than
     /// `retention` ago by the database clock, `batch` per transaction; answers how many.
     /// Schedules themselves, and their counters, are kept.
-    pub async fn prune_schedule_events(&self, retention: Duration, batch: i64) -> Result<u64, EngineError> {
+    pub async fn prune_schedule_events(
+        &self,
+        retention: Duration,
+        batch: i64,
+    ) -> Result<u64, EngineError> {
         let batch = batch.max(1);
         let mut pruned = 0;
         loop {
-            let deleted = retry_transient!(async { Ok::<_, EngineError>(self.store.prune_schedule_events(retention, batch).await?) })?;
+            let deleted = retry_transient!(async {
+                Ok::<_, EngineError>(self.store.prune_schedule_events(retention, batch).await?)
+            })?;
             pruned += deleted;
             if deleted < batch as u64 {
                 return Ok(pruned);

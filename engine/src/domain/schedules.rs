@@ -65,26 +65,39 @@ impl CronSpec {
     /// IANA time zone `timezone`. The error names the field and says where it fails.
     pub fn parse(expression: &str, timezone: &str) -> Result<Self, EngineError> {
         let fields = expression.split_whitespace().count();
-        let full = if fields == 5 { format!("0 {expression}") } else { expression.to_owned() };
+        let full = if fields == 5 {
+            format!("0 {expression}")
+        } else {
+            expression.to_owned()
+        };
         let schedule = cron::Schedule::from_str(&full).map_err(|e| {
             EngineError::invalid_request(format!(
                 "cron: `{expression}` does not parse ({e}); expected `sec min hour day-of-month month day-of-week [year]`"
             ))
         })?;
-        let timezone = chrono_tz::Tz::from_str(timezone)
-            .map_err(|_| EngineError::invalid_request(format!("timezone: `{timezone}` is not an IANA time zone name")))?;
+        let timezone = chrono_tz::Tz::from_str(timezone).map_err(|_| {
+            EngineError::invalid_request(format!(
+                "timezone: `{timezone}` is not an IANA time zone name"
+            ))
+        })?;
         Ok(CronSpec { schedule, timezone })
     }
 
     /// The first tick strictly after `t`; `None` when the expression never fires again.
     pub fn tick_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.schedule.after(&t.with_timezone(&self.timezone)).next().map(|d| d.with_timezone(&Utc))
+        self.schedule
+            .after(&t.with_timezone(&self.timezone))
+            .next()
+            .map(|d| d.with_timezone(&Utc))
     }
 }
 
 /// The idempotency key of a schedule's tick: the same for every engine that fires it.
 pub fn tick_key(name: &str, tick: DateTime<Utc>) -> String {
-    format!("schedule:{name}:{}", tick.to_rfc3339_opts(SecondsFormat::Secs, true))
+    format!(
+        "schedule:{name}:{}",
+        tick.to_rfc3339_opts(SecondsFormat::Secs, true)
+    )
 }
 
 /// The answer to a `PUT` of a schedule.
@@ -121,7 +134,9 @@ struct Definition {
 fn check_name(name: &str) -> Result<(), EngineError> {
     let ok = !name.is_empty()
         && name.len() <= MAX_NAME_LEN
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     if ok {
         Ok(())
     } else {
@@ -142,7 +157,9 @@ fn definition(body: &ScheduleRequestBody) -> Result<Definition, EngineError> {
     request.validate().map_err(prefix)?;
     let catchup_window_s = body.catchup_window_s.unwrap_or(DEFAULT_CATCHUP_WINDOW_S);
     if !(1..=MAX_CATCHUP_WINDOW_S).contains(&catchup_window_s) {
-        return Err(EngineError::invalid_request(format!("catchup_window_s: must be 1 to {MAX_CATCHUP_WINDOW_S}")));
+        return Err(EngineError::invalid_request(format!(
+            "catchup_window_s: must be 1 to {MAX_CATCHUP_WINDOW_S}"
+        )));
     }
     Ok(Definition {
         cron: body.cron.trim().to_owned(),
@@ -160,7 +177,13 @@ fn definition_data(def: &Definition) -> Value {
             "catchup_window_s": def.catchup_window_s, "paused": def.paused })
 }
 
-fn new_schedule_row(owner: &str, name: &str, def: &Definition, now: DateTime<Utc>, next_fire_at: Option<DateTime<Utc>>) -> ScheduleRow {
+fn new_schedule_row(
+    owner: &str,
+    name: &str,
+    def: &Definition,
+    now: DateTime<Utc>,
+    next_fire_at: Option<DateTime<Utc>>,
+) -> ScheduleRow {
     ScheduleRow {
         view: ScheduleView {
             name: name.to_owned(),
@@ -184,7 +207,14 @@ fn new_schedule_row(owner: &str, name: &str, def: &Definition, now: DateTime<Utc
     }
 }
 
-fn event(row: &ScheduleRow, at: DateTime<Utc>, kind: &'static str, tick_at: Option<DateTime<Utc>>, job_id: Option<uuid::Uuid>, data: Value) -> NewScheduleEvent {
+fn event(
+    row: &ScheduleRow,
+    at: DateTime<Utc>,
+    kind: &'static str,
+    tick_at: Option<DateTime<Utc>>,
+    job_id: Option<uuid::Uuid>,
+    data: Value,
+) -> NewScheduleEvent {
     NewScheduleEvent {
         owner_id: row.owner().to_owned(),
         schedule_name: row.name().to_owned(),
@@ -198,7 +228,9 @@ fn event(row: &ScheduleRow, at: DateTime<Utc>, kind: &'static str, tick_at: Opti
 
 /// A stale writer lost the schedule's version CAS: roll back and try again.
 fn stale() -> EngineError {
-    EngineError::Internal(crate::error::StoreError::Corrupt("schedule changed under its lock".into()))
+    EngineError::Internal(crate::error::StoreError::Corrupt(
+        "schedule changed under its lock".into(),
+    ))
 }
 
 impl Engine {
@@ -208,21 +240,39 @@ impl Engine {
     /// with `invalid_request` and changes nothing; a replaced schedule keeps its history
     /// and counters, and keeps its next tick when its cron expression and time zone are
     /// unchanged (otherwise the next tick is the first one after now).
-    pub async fn put_schedule(&self, owner: &str, name: &str, body: &ScheduleRequestBody) -> Result<SchedulePut, EngineError> {
+    pub async fn put_schedule(
+        &self,
+        owner: &str,
+        name: &str,
+        body: &ScheduleRequestBody,
+    ) -> Result<SchedulePut, EngineError> {
         check_name(name)?;
         let def = definition(body)?;
         let now = Utc::now();
-        let next = def
-            .spec
-            .tick_after(now)
-            .ok_or_else(|| EngineError::invalid_request(format!("cron: `{}` has no tick after now", def.cron)))?;
+        let next = def.spec.tick_after(now).ok_or_else(|| {
+            EngineError::invalid_request(format!("cron: `{}` has no tick after now", def.cron))
+        })?;
         let created = retry_transient!(self.put_schedule_once(owner, name, &def, now, next))?;
         self.schedules_changed.notify_waiters();
-        let schedule = self.store.schedule(owner, name).await?.ok_or(EngineError::NotFound)?;
-        Ok(SchedulePut { schedule: schedule.view, created })
+        let schedule = self
+            .store
+            .schedule(owner, name)
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        Ok(SchedulePut {
+            schedule: schedule.view,
+            created,
+        })
     }
 
-    async fn put_schedule_once(&self, owner: &str, name: &str, def: &Definition, now: DateTime<Utc>, next: DateTime<Utc>) -> Result<bool, EngineError> {
+    async fn put_schedule_once(
+        &self,
+        owner: &str,
+        name: &str,
+        def: &Definition,
+        now: DateTime<Utc>,
+        next: DateTime<Utc>,
+    ) -> Result<bool, EngineError> {
         let mut tx = self.begin().await?;
         let next_fire_at = (!def.paused).then_some(next);
         let mut existing = tx.lock_schedule(owner, name).await?;
@@ -232,7 +282,15 @@ impl Engine {
             // below, under its lock (it committed before our insert returned).
             if tx.insert_schedule(&row).await? {
                 let data = definition_data(def);
-                tx.append_schedule_events(&[event(&row, now, schedule_event::CREATED, None, None, data)]).await?;
+                tx.append_schedule_events(&[event(
+                    &row,
+                    now,
+                    schedule_event::CREATED,
+                    None,
+                    None,
+                    data,
+                )])
+                .await?;
                 tx.commit().await?;
                 tracing::info!(owner, schedule = name, "schedule created");
                 return Ok(true);
@@ -240,7 +298,9 @@ impl Engine {
             existing = tx.lock_schedule(owner, name).await?;
         }
         // Deleted between the failed insert and this lock: nothing to replace.
-        let Some(mut row) = existing else { return Err(EngineError::NotFound) };
+        let Some(mut row) = existing else {
+            return Err(EngineError::NotFound);
+        };
         let same_ticks = row.view.cron == def.cron && row.view.timezone == def.timezone;
         let v = &mut row.view;
         v.next_fire_at = match (def.paused, v.next_fire_at) {
@@ -259,7 +319,15 @@ impl Engine {
         if !tx.update_schedule(&row).await? {
             return Err(stale());
         }
-        tx.append_schedule_events(&[event(&row, now, schedule_event::REPLACED, None, None, definition_data(def))]).await?;
+        tx.append_schedule_events(&[event(
+            &row,
+            now,
+            schedule_event::REPLACED,
+            None,
+            None,
+            definition_data(def),
+        )])
+        .await?;
         tx.commit().await?;
         tracing::info!(owner, schedule = name, "schedule replaced");
         Ok(false)
@@ -267,33 +335,63 @@ impl Engine {
 
     /// The schedule `name` of `owner`; `not_found` for another owner's.
     pub async fn schedule(&self, owner: &str, name: &str) -> Result<ScheduleView, EngineError> {
-        Ok(self.store.schedule(owner, name).await?.ok_or(EngineError::NotFound)?.view)
+        Ok(self
+            .store
+            .schedule(owner, name)
+            .await?
+            .ok_or(EngineError::NotFound)?
+            .view)
     }
 
     /// The schedules of `owner`, by name.
     pub async fn list_schedules(&self, owner: &str) -> Result<Vec<ScheduleView>, EngineError> {
-        Ok(self.store.list_schedules(owner).await?.into_iter().map(|r| r.view).collect())
+        Ok(self
+            .store
+            .list_schedules(owner)
+            .await?
+            .into_iter()
+            .map(|r| r.view)
+            .collect())
     }
 
     /// The latest `limit` (1–1000, default 100) events of a schedule, oldest first.
-    pub async fn schedule_events(&self, owner: &str, name: &str, limit: Option<u64>) -> Result<Vec<ScheduleEvent>, EngineError> {
+    pub async fn schedule_events(
+        &self,
+        owner: &str,
+        name: &str,
+        limit: Option<u64>,
+    ) -> Result<Vec<ScheduleEvent>, EngineError> {
         let limit = limit.unwrap_or(100);
         if !(1..=1000).contains(&limit) {
             return Err(EngineError::invalid_request("limit: must be 1 to 1000"));
         }
-        self.store.schedule(owner, name).await?.ok_or(EngineError::NotFound)?;
-        Ok(self.store.schedule_events(owner, name, limit as i64).await?)
+        self.store
+            .schedule(owner, name)
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        Ok(self
+            .store
+            .schedule_events(owner, name, limit as i64)
+            .await?)
     }
 
     /// Pauses a schedule: no tick fires until it is resumed. Idempotent.
-    pub async fn pause_schedule(&self, owner: &str, name: &str) -> Result<ScheduleView, EngineError> {
+    pub async fn pause_schedule(
+        &self,
+        owner: &str,
+        name: &str,
+    ) -> Result<ScheduleView, EngineError> {
         retry_transient!(self.set_paused(owner, name, true))?;
         self.schedule(owner, name).await
     }
 
     /// Resumes a schedule from the first tick after now (ticks that fell while it was
     /// paused never fire). Idempotent.
-    pub async fn resume_schedule(&self, owner: &str, name: &str) -> Result<ScheduleView, EngineError> {
+    pub async fn resume_schedule(
+        &self,
+        owner: &str,
+        name: &str,
+    ) -> Result<ScheduleView, EngineError> {
         retry_transient!(self.set_paused(owner, name, false))?;
         self.schedules_changed.notify_waiters();
         self.schedule(owner, name).await
@@ -301,7 +399,10 @@ impl Engine {
 
     async fn set_paused(&self, owner: &str, name: &str, paused: bool) -> Result<(), EngineError> {
         let mut tx = self.begin().await?;
-        let mut row = tx.lock_schedule(owner, name).await?.ok_or(EngineError::NotFound)?;
+        let mut row = tx
+            .lock_schedule(owner, name)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         if row.view.paused == paused {
             return Ok(());
         }
@@ -311,7 +412,10 @@ impl Engine {
         } else {
             let spec = CronSpec::parse(&row.view.cron, &row.view.timezone)?;
             Some(spec.tick_after(now).ok_or_else(|| {
-                EngineError::invalid_request(format!("cron: `{}` has no tick after now", row.view.cron))
+                EngineError::invalid_request(format!(
+                    "cron: `{}` has no tick after now",
+                    row.view.cron
+                ))
             })?)
         };
         row.view.paused = paused;
@@ -321,8 +425,20 @@ impl Engine {
         if !tx.update_schedule(&row).await? {
             return Err(stale());
         }
-        let kind = if paused { schedule_event::PAUSED } else { schedule_event::RESUMED };
-        tx.append_schedule_events(&[event(&row, now, kind, None, None, json!({ "next_fire_at": next }))]).await?;
+        let kind = if paused {
+            schedule_event::PAUSED
+        } else {
+            schedule_event::RESUMED
+        };
+        tx.append_schedule_events(&[event(
+            &row,
+            now,
+            kind,
+            None,
+            None,
+            json!({ "next_fire_at": next }),
+        )])
+        .await?;
         tx.commit().await?;
         tracing::info!(owner, schedule = name, paused, "schedule paused or resumed");
         Ok(())
@@ -365,7 +481,8 @@ impl Engine {
         }
         loop {
             let (seen, pass) = retry_transient!(self.run_schedules_once())?;
-            self.metrics.schedule_pass(pass.fired, pass.skipped_overlap, pass.skipped_too_old);
+            self.metrics
+                .schedule_pass(pass.fired, pass.skipped_overlap, pass.skipped_too_old);
             report.fired += pass.fired;
             report.skipped_overlap += pass.skipped_overlap;
             report.skipped_too_old += pass.skipped_too_old;
@@ -383,7 +500,8 @@ impl Engine {
         let mut report = ScheduleReport::default();
         let mut events = Vec::new();
         for row in &due {
-            self.fire_schedule(tx.as_mut(), row.clone(), now, &mut report, &mut events).await?;
+            self.fire_schedule(tx.as_mut(), row.clone(), now, &mut report, &mut events)
+                .await?;
         }
         tx.append_schedule_events(&events).await?;
         tx.commit().await?;
@@ -438,39 +556,73 @@ impl Engine {
             tick = spec.tick_after(t);
             if row.view.overlap == Overlap::Skip {
                 if let Some(open) = row.view.last_job_id {
-                    if tx.job_status(&owner, open).await?.is_some_and(|s| !s.is_closed()) {
+                    if tx
+                        .job_status(&owner, open)
+                        .await?
+                        .is_some_and(|s| !s.is_closed())
+                    {
                         row.view.skipped_overlap_count += 1;
                         report.skipped_overlap += 1;
-                        events.push(event(&row, now, schedule_event::SKIPPED_OVERLAP, Some(t), Some(open), json!({})));
+                        events.push(event(
+                            &row,
+                            now,
+                            schedule_event::SKIPPED_OVERLAP,
+                            Some(t),
+                            Some(open),
+                            json!({}),
+                        ));
                         continue;
                     }
                 }
             }
             // Invariant 1 does the exactly-once: the tick's key is the same everywhere.
             let key = tick_key(&name, t);
-            let (job_id, data) = match self.submit_in(tx, &owner, &key, &request, &fingerprint, &who).await {
+            let (job_id, data) = match self
+                .submit_in(tx, &owner, &key, &request, &fingerprint, &who)
+                .await
+            {
                 Ok(Created::New(job)) => {
                     self.metrics.submitted(false);
                     (job.id, json!({ "idempotency_key": key }))
                 }
                 // The tick's job exists already (the schedule was deleted and recreated,
                 // or replaced with another job body): it fired then; it does not fire twice.
-                Ok(Created::Replayed(id)) => (id, json!({ "idempotency_key": key, "existing": true })),
-                Ok(Created::ReplayedView(job)) => (job.id, json!({ "idempotency_key": key, "existing": true })),
-                Err(EngineError::IdempotencyKeyReused { job_id }) => (job_id, json!({ "idempotency_key": key, "existing": true })),
+                Ok(Created::Replayed(id)) => {
+                    (id, json!({ "idempotency_key": key, "existing": true }))
+                }
+                Ok(Created::ReplayedView(job)) => {
+                    (job.id, json!({ "idempotency_key": key, "existing": true }))
+                }
+                Err(EngineError::IdempotencyKeyReused { job_id }) => {
+                    (job_id, json!({ "idempotency_key": key, "existing": true }))
+                }
                 Err(e) => return Err(e),
             };
             row.view.fired_count += 1;
             row.view.last_fired_at = Some(t);
             row.view.last_job_id = Some(job_id);
             report.fired += 1;
-            events.push(event(&row, now, schedule_event::FIRED, Some(t), Some(job_id), data));
+            events.push(event(
+                &row,
+                now,
+                schedule_event::FIRED,
+                Some(t),
+                Some(job_id),
+                data,
+            ));
             tracing::info!(owner = %owner, schedule = %name, job_id = %job_id, tick = %t, "schedule fired");
         }
 
         if tick.is_none() {
             row.view.paused = true;
-            events.push(event(&row, now, schedule_event::EXHAUSTED, None, None, json!({})));
+            events.push(event(
+                &row,
+                now,
+                schedule_event::EXHAUSTED,
+                None,
+                None,
+                json!({}),
+            ));
         }
         row.view.next_fire_at = tick;
         row.view.updated_at = now;

@@ -12,7 +12,9 @@ use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityView, JobKind, JobView, Scope};
 use crate::request::{check_idempotency_key, JobRequest, JobTarget};
-use crate::store::{AttemptRow, JobRow, NewActivity, NewActivityJob, NewAttempt, NewJob, NewReplay, StoreTx};
+use crate::store::{
+    AttemptRow, JobRow, NewActivity, NewActivityJob, NewAttempt, NewJob, NewReplay, StoreTx,
+};
 
 /// The answer to a submission.
 #[derive(Debug, Clone)]
@@ -43,7 +45,8 @@ impl Engine {
         let timer = self.metrics.submit_seconds.start_timer();
         let mut released = 0;
         loop {
-            let created = retry_transient!(self.submit_once(owner, idempotency_key, request, &fingerprint));
+            let created =
+                retry_transient!(self.submit_once(owner, idempotency_key, request, &fingerprint));
             match &created {
                 Ok(Created::New(_)) => self.metrics.submitted(false),
                 Ok(Created::Replayed(_) | Created::ReplayedView(_)) => self.metrics.submitted(true),
@@ -51,18 +54,35 @@ impl Engine {
                 Err(_) => {}
             }
             let submission = match created? {
-                Created::New(job) => Submission { job: *job, replayed: false },
-                Created::ReplayedView(job) => Submission { job: *job, replayed: true },
+                Created::New(job) => Submission {
+                    job: *job,
+                    replayed: false,
+                },
+                Created::ReplayedView(job) => Submission {
+                    job: *job,
+                    replayed: true,
+                },
                 // A replay answers the job as it is now.
-                Created::Replayed(job_id) => match self.store.job_view(&Scope::Owner(owner.to_owned()), job_id).await? {
-                    Some(job) => Submission { job, replayed: true },
+                Created::Replayed(job_id) => match self
+                    .store
+                    .job_view(&Scope::Owner(owner.to_owned()), job_id)
+                    .await?
+                {
+                    Some(job) => Submission {
+                        job,
+                        replayed: true,
+                    },
                     // Retention pruned the job right after this replay: the key is free,
                     // and this submission now creates a new job.
                     None if released < 3 => {
                         released += 1;
                         continue;
                     }
-                    None => return Err(EngineError::Unavailable(crate::error::StoreError::KeyReleased)),
+                    None => {
+                        return Err(EngineError::Unavailable(
+                            crate::error::StoreError::KeyReleased,
+                        ))
+                    }
                 },
             };
             timer.observe_duration();
@@ -80,10 +100,14 @@ impl Engine {
         let who = actor::client(owner);
         let rows = Rows::new(owner, key, request, fingerprint, &who);
         if let Some((activity, attempt)) = &rows.activity {
-            return self.submit_activity_job(&rows, activity, attempt, owner, key, fingerprint, &who).await;
+            return self
+                .submit_activity_job(&rows, activity, attempt, owner, key, fingerprint, &who)
+                .await;
         }
         let mut tx = self.begin().await?;
-        let created = self.insert_rows(tx.as_mut(), rows, owner, key, fingerprint, &who).await?;
+        let created = self
+            .insert_rows(tx.as_mut(), rows, owner, key, fingerprint, &who)
+            .await?;
         tx.commit().await?;
         if let Created::New(job) = &created {
             tracing::debug!(job_id = %job.id, owner, idempotency_key = key, "job created");
@@ -117,10 +141,15 @@ impl Engine {
             Some(KeyEntry::First(first)) => Some(first),
             Some(KeyEntry::Joined) | None => None,
         };
-        let submitted = self.insert_activity_job(rows, activity, attempt, owner, key, fingerprint, who).await;
+        let submitted = self
+            .insert_activity_job(rows, activity, attempt, owner, key, fingerprint, who)
+            .await;
         if let Some(first) = first {
             // Every answer but a failure means that a committed job holds the key.
-            first.settle(matches!(submitted, Ok(_) | Err(EngineError::IdempotencyKeyReused { .. })));
+            first.settle(matches!(
+                submitted,
+                Ok(_) | Err(EngineError::IdempotencyKeyReused { .. })
+            ));
         }
         submitted
     }
@@ -139,9 +168,13 @@ impl Engine {
         who: &str,
     ) -> Result<Created, EngineError> {
         let created = |inserted: JobRow, attempt_row: AttemptRow| {
-            self.metrics.events_written(rows.events.pending.iter().map(|e| e.kind));
+            self.metrics
+                .events_written(rows.events.pending.iter().map(|e| e.kind));
             tracing::debug!(job_id = %inserted.id, owner, idempotency_key = key, "job created");
-            Created::New(Box::new(created_view(inserted, vec![activity_view(activity, &attempt_row)])))
+            Created::New(Box::new(created_view(
+                inserted,
+                vec![activity_view(activity, &attempt_row)],
+            )))
         };
         let item = BatchedSubmission {
             engine: self.clone(),
@@ -156,12 +189,18 @@ impl Engine {
         match self.batches.submissions.call(item).await {
             Some(Batched::Created(inserted)) => return Ok(created(inserted.0, inserted.1)),
             Some(Batched::Replayed(job)) => return Ok(Created::ReplayedView(job)),
-            Some(Batched::Reused(job_id)) => return Err(EngineError::IdempotencyKeyReused { job_id }),
+            Some(Batched::Reused(job_id)) => {
+                return Err(EngineError::IdempotencyKeyReused { job_id })
+            }
             Some(Batched::Taken) => return self.replay_taken(owner, key, fingerprint, who).await,
             None => {}
         }
         // Alone: one statement that inserts all of the job or (a taken key) nothing.
-        match self.store.insert_activity_job_now(&rows.job, activity, attempt, &rows.events.pending).await? {
+        match self
+            .store
+            .insert_activity_job_now(&rows.job, activity, attempt, &rows.events.pending)
+            .await?
+        {
             Some((inserted, attempt_row)) => Ok(created(inserted, attempt_row)),
             None => self.replay_taken(owner, key, fingerprint, who).await,
         }
@@ -169,13 +208,27 @@ impl Engine {
 
     /// Judges a submission whose key a committed job holds: concurrent replays share one
     /// transaction, each judged as it would be alone.
-    async fn replay_taken(&self, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
-        let replay = Replay { engine: self.clone(), owner: owner.to_owned(), key: key.to_owned(), fingerprint: fingerprint.to_owned(), who: who.to_owned() };
+    async fn replay_taken(
+        &self,
+        owner: &str,
+        key: &str,
+        fingerprint: &str,
+        who: &str,
+    ) -> Result<Created, EngineError> {
+        let replay = Replay {
+            engine: self.clone(),
+            owner: owner.to_owned(),
+            key: key.to_owned(),
+            fingerprint: fingerprint.to_owned(),
+            who: who.to_owned(),
+        };
         if let Some(answer) = self.batches.replays.call(replay).await {
             return answer;
         }
         let mut tx = self.begin().await?;
-        let replayed = self.replay(tx.as_mut(), owner, key, fingerprint, who).await?;
+        let replayed = self
+            .replay(tx.as_mut(), owner, key, fingerprint, who)
+            .await?;
         tx.commit().await?;
         Ok(replayed)
     }
@@ -204,7 +257,12 @@ impl Engine {
             }
         }
         // From here on, a repeat of these keys waits for this flush instead of joining it.
-        self.batches.keys_in_flight.writing(items.iter().map(|i| (i.rows.job.owner_id.as_str(), i.rows.job.idempotency_key.as_str())));
+        self.batches.keys_in_flight.writing(items.iter().map(|i| {
+            (
+                i.rows.job.owner_id.as_str(),
+                i.rows.job.idempotency_key.as_str(),
+            )
+        }));
         let jobs: Vec<NewActivityJob> = groups
             .iter()
             .map(|(first, repeats)| {
@@ -212,7 +270,12 @@ impl Engine {
                 let mut replayed = Events::for_job(&job.job.owner_id, job.job.id);
                 for &r in repeats {
                     if items[r].rows.job.fingerprint == job.job.fingerprint {
-                        replayed.push(event::JOB_REPLAYED, None, &items[r].who, json!({ "idempotency_key": job.job.idempotency_key }));
+                        replayed.push(
+                            event::JOB_REPLAYED,
+                            None,
+                            &items[r].who,
+                            json!({ "idempotency_key": job.job.idempotency_key }),
+                        );
                     }
                 }
                 job.events.extend(replayed.pending);
@@ -233,12 +296,20 @@ impl Engine {
                 }
                 continue;
             };
-            self.metrics.events_written(job.events.iter().map(|e| e.kind).filter(|&k| k == event::JOB_REPLAYED));
+            self.metrics.events_written(
+                job.events
+                    .iter()
+                    .map(|e| e.kind)
+                    .filter(|&k| k == event::JOB_REPLAYED),
+            );
             for &r in repeats {
                 let replay = items[r].rows.job.fingerprint == job.job.fingerprint;
                 answers[r] = Some(match replay {
                     // The replay of a job created by the same statement: the job as it is now.
-                    true => Batched::Replayed(Box::new(created_view(row.clone(), vec![activity_view(&job.activity, &attempt_row)]))),
+                    true => Batched::Replayed(Box::new(created_view(
+                        row.clone(),
+                        vec![activity_view(&job.activity, &attempt_row)],
+                    ))),
                     false => Batched::Reused(row.id),
                 });
             }
@@ -259,18 +330,35 @@ impl Engine {
         who: &str,
     ) -> Result<Created, EngineError> {
         let rows = Rows::new(owner, key, request, fingerprint, who);
-        self.insert_rows(tx, rows, owner, key, fingerprint, who).await
+        self.insert_rows(tx, rows, owner, key, fingerprint, who)
+            .await
     }
 
-    async fn insert_rows(&self, tx: &mut dyn StoreTx, rows: Rows, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
-        let Rows { job, activity, events } = rows;
+    async fn insert_rows(
+        &self,
+        tx: &mut dyn StoreTx,
+        rows: Rows,
+        owner: &str,
+        key: &str,
+        fingerprint: &str,
+        who: &str,
+    ) -> Result<Created, EngineError> {
+        let Rows {
+            job,
+            activity,
+            events,
+        } = rows;
         let (inserted, activities) = match activity {
             Some((activity, attempt)) => {
                 // INSERT … ON CONFLICT DO NOTHING, then read the winner: never read-then-insert.
-                let Some((inserted, attempt_row)) = tx.insert_activity_job(&job, &activity, &attempt, &events.pending).await? else {
+                let Some((inserted, attempt_row)) = tx
+                    .insert_activity_job(&job, &activity, &attempt, &events.pending)
+                    .await?
+                else {
                     return self.replay(tx, owner, key, fingerprint, who).await;
                 };
-                self.metrics.events_written(events.pending.iter().map(|e| e.kind));
+                self.metrics
+                    .events_written(events.pending.iter().map(|e| e.kind));
                 let view = activity_view(&activity, &attempt_row);
                 (inserted, vec![view])
             }
@@ -289,7 +377,14 @@ impl Engine {
 
     /// The key is taken: the same request is a replay of that job; another one is refused
     /// and changes nothing.
-    async fn replay(&self, tx: &mut dyn StoreTx, owner: &str, key: &str, fingerprint: &str, who: &str) -> Result<Created, EngineError> {
+    async fn replay(
+        &self,
+        tx: &mut dyn StoreTx,
+        owner: &str,
+        key: &str,
+        fingerprint: &str,
+        who: &str,
+    ) -> Result<Created, EngineError> {
         // The key conflicted, but its job is gone: retention pruned it meanwhile and the
         // key is free again. The submission is retried (a transient error) and creates a
         // new job.
@@ -298,14 +393,21 @@ impl Engine {
             .await?
             .ok_or(EngineError::Internal(crate::error::StoreError::KeyReleased))?;
         if existing.fingerprint != fingerprint {
-            return Err(EngineError::IdempotencyKeyReused { job_id: existing.id });
+            return Err(EngineError::IdempotencyKeyReused {
+                job_id: existing.id,
+            });
         }
         // Read, then locked: retention may have pruned the job in between.
         if tx.lock_job(owner, existing.id).await?.is_none() {
             return Err(EngineError::Internal(crate::error::StoreError::KeyReleased));
         }
         let mut events = Events::for_job(owner, existing.id);
-        events.push(event::JOB_REPLAYED, None, who, json!({ "idempotency_key": key }));
+        events.push(
+            event::JOB_REPLAYED,
+            None,
+            who,
+            json!({ "idempotency_key": key }),
+        );
         events.flush(tx, &self.metrics).await?;
         Ok(Created::Replayed(existing.id))
     }
@@ -348,7 +450,10 @@ impl Engine {
     /// writes `job_replayed` and answers the job as it is now, another one answers
     /// [`EngineError::IdempotencyKeyReused`] and changes nothing. `None` sends an item down
     /// the single path (no job found, or the batch failed).
-    pub(crate) async fn replay_batch(&self, items: Vec<Replay>) -> Settled<Result<Created, EngineError>> {
+    pub(crate) async fn replay_batch(
+        &self,
+        items: Vec<Replay>,
+    ) -> Settled<Result<Created, EngineError>> {
         match self.replay_batch_once(&items).await {
             Ok(answers) => answers,
             Err(e) => {
@@ -358,7 +463,10 @@ impl Engine {
         }
     }
 
-    async fn replay_batch_once(&self, items: &[Replay]) -> Result<Settled<Result<Created, EngineError>>, EngineError> {
+    async fn replay_batch_once(
+        &self,
+        items: &[Replay],
+    ) -> Result<Settled<Result<Created, EngineError>>, EngineError> {
         let replays: Vec<NewReplay> = items
             .iter()
             .map(|i| NewReplay {
@@ -374,14 +482,23 @@ impl Engine {
         let judged: Vec<Option<Result<usize, EngineError>>> = items
             .iter()
             .map(|item| {
-                let j = jobs.iter().position(|r| r.job.owner_id == item.owner && r.job.idempotency_key == item.key)?;
+                let j = jobs.iter().position(|r| {
+                    r.job.owner_id == item.owner && r.job.idempotency_key == item.key
+                })?;
                 Some(match jobs[j].job.fingerprint == item.fingerprint {
                     true => Ok(j),
-                    false => Err(EngineError::IdempotencyKeyReused { job_id: jobs[j].job.id }),
+                    false => Err(EngineError::IdempotencyKeyReused {
+                        job_id: jobs[j].job.id,
+                    }),
                 })
             })
             .collect();
-        self.metrics.events_written(judged.iter().filter(|j| matches!(j, Some(Ok(_)))).map(|_| event::JOB_REPLAYED));
+        self.metrics.events_written(
+            judged
+                .iter()
+                .filter(|j| matches!(j, Some(Ok(_))))
+                .map(|_| event::JOB_REPLAYED),
+        );
         // A replay answers the job as it is now: as read with the replays, else read alone.
         Ok(judged
             .into_iter()
@@ -423,10 +540,19 @@ impl Rows {
             input: request.input.clone(),
         };
         let mut events = Events::for_job(owner, job.id);
-        events.push(event::JOB_CREATED, None, who, json!({ "idempotency_key": key, "kind": kind }));
+        events.push(
+            event::JOB_CREATED,
+            None,
+            who,
+            json!({ "idempotency_key": key, "kind": kind }),
+        );
         let activity = match &request.target {
             JobTarget::Workflow { .. } => None,
-            JobTarget::Activity { name, providers, options } => {
+            JobTarget::Activity {
+                name,
+                providers,
+                options,
+            } => {
                 let activity = NewActivity {
                     owner_id: owner.to_owned(),
                     id: Uuid::now_v7(),
@@ -459,7 +585,11 @@ impl Rows {
                 Some((activity, attempt))
             }
         };
-        Rows { job, activity, events }
+        Rows {
+            job,
+            activity,
+            events,
+        }
     }
 }
 

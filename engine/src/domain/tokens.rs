@@ -39,9 +39,11 @@ impl TokenCache {
     fn keep(&self, row: &TokenRow) {
         // Expired entries go as new ones come, so the map holds about the tokens in use.
         if self.found.len() > 1024 {
-            self.found.retain(|_, (_, at)| at.elapsed() < TOKEN_CACHE_TTL);
+            self.found
+                .retain(|_, (_, at)| at.elapsed() < TOKEN_CACHE_TTL);
         }
-        self.found.insert(row.token_hash.clone(), (row.clone(), Instant::now()));
+        self.found
+            .insert(row.token_hash.clone(), (row.clone(), Instant::now()));
     }
 
     fn forget(&self, token_id: Uuid) {
@@ -53,16 +55,39 @@ impl Engine {
     /// Mints a token for `owner` with `role`. The token is returned this once; only its
     /// SHA-256 is stored.
     pub async fn create_token(&self, owner: &str, role: Role) -> Result<IssuedToken, EngineError> {
-        if owner.is_empty() || owner.len() > 255 || owner.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            return Err(EngineError::invalid_request("owner: must be 1 to 255 characters without spaces"));
+        if owner.is_empty()
+            || owner.len() > 255
+            || owner.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
+            return Err(EngineError::invalid_request(
+                "owner: must be 1 to 255 characters without spaces",
+            ));
         }
         let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).map_err(|e| EngineError::Internal(StoreError::Corrupt(format!("no randomness: {e}"))))?;
-        let token = format!("{TOKEN_PREFIX}{}", secret.iter().map(|b| format!("{b:02x}")).collect::<String>());
-        let row = TokenRow { owner_id: owner.to_owned(), id: Uuid::now_v7(), role, token_hash: sha256_hex(token.as_bytes()) };
+        getrandom::fill(&mut secret).map_err(|e| {
+            EngineError::Internal(StoreError::Corrupt(format!("no randomness: {e}")))
+        })?;
+        let token = format!(
+            "{TOKEN_PREFIX}{}",
+            secret
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+        let row = TokenRow {
+            owner_id: owner.to_owned(),
+            id: Uuid::now_v7(),
+            role,
+            token_hash: sha256_hex(token.as_bytes()),
+        };
         self.store.insert_token(&row).await?;
         tracing::info!(owner, role = %role, token_id = %row.id, "token created");
-        Ok(IssuedToken { id: row.id, token, owner: row.owner_id, role })
+        Ok(IssuedToken {
+            id: row.id,
+            token,
+            owner: row.owner_id,
+            role,
+        })
     }
 
     /// The owner and role behind a bearer token; [`EngineError::Unauthenticated`] for a
@@ -90,7 +115,11 @@ impl Engine {
         if !bool::from(row.token_hash.as_bytes().ct_eq(hash.as_bytes())) {
             return Err(EngineError::Unauthenticated);
         }
-        Ok(Principal { token_id: row.id, owner: row.owner_id, role: row.role })
+        Ok(Principal {
+            token_id: row.id,
+            owner: row.owner_id,
+            role: row.role,
+        })
     }
 
     /// Revokes a token: it stops working at once on this engine, and within one second on

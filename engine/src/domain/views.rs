@@ -54,26 +54,41 @@ impl Engine {
     /// A job visible in `scope`, with its activities and their attempts. Another owner's
     /// job answers [`EngineError::NotFound`] (invariant 8).
     pub async fn job(&self, scope: &Scope, job_id: Uuid) -> Result<JobView, EngineError> {
-        self.store.job_view(scope, job_id).await?.ok_or(EngineError::NotFound)
+        self.store
+            .job_view(scope, job_id)
+            .await?
+            .ok_or(EngineError::NotFound)
     }
 
     /// A job's append-only history, in order.
-    pub async fn job_events(&self, scope: &Scope, job_id: Uuid) -> Result<Vec<JobEvent>, EngineError> {
-        self.store.job_events(scope, job_id).await?.ok_or(EngineError::NotFound)
+    pub async fn job_events(
+        &self,
+        scope: &Scope,
+        job_id: Uuid,
+    ) -> Result<Vec<JobEvent>, EngineError> {
+        self.store
+            .job_events(scope, job_id)
+            .await?
+            .ok_or(EngineError::NotFound)
     }
 
     /// Jobs visible in `scope`, newest first, a page at a time.
-    pub async fn list_jobs(&self, scope: &Scope, query: &JobListQuery) -> Result<JobPage, EngineError> {
+    pub async fn list_jobs(
+        &self,
+        scope: &Scope,
+        query: &JobListQuery,
+    ) -> Result<JobPage, EngineError> {
         let limit = query.limit.unwrap_or(50);
         if !(1..=500).contains(&limit) {
-            return Err(EngineError::invalid_request("limit: must be between 1 and 500"));
+            return Err(EngineError::invalid_request(
+                "limit: must be between 1 and 500",
+            ));
         }
         let before_id = match &query.after {
             None => None,
-            Some(cursor) => Some(
-                Uuid::parse_str(cursor)
-                    .map_err(|_| EngineError::invalid_request("after: not a cursor from a previous page"))?,
-            ),
+            Some(cursor) => Some(Uuid::parse_str(cursor).map_err(|_| {
+                EngineError::invalid_request("after: not a cursor from a previous page")
+            })?),
         };
         let owner = match scope {
             Scope::Owner(o) => Some(o.clone()),
@@ -104,23 +119,35 @@ impl Engine {
     /// Attempts `started` or `unknown` for at least `older_than_s`, across owners, oldest
     /// first. Age counts from `started_at` for `started` and from the moment the lease
     /// expired for `unknown`.
-    pub async fn stuck_attempts(&self, query: &StuckAttemptsQuery) -> Result<Vec<StuckAttempt>, EngineError> {
+    pub async fn stuck_attempts(
+        &self,
+        query: &StuckAttemptsQuery,
+    ) -> Result<Vec<StuckAttempt>, EngineError> {
         let limit = query.limit.unwrap_or(100);
         if !(1..=500).contains(&limit) {
-            return Err(EngineError::invalid_request("limit: must be between 1 and 500"));
+            return Err(EngineError::invalid_request(
+                "limit: must be between 1 and 500",
+            ));
         }
         let mut statuses = query.statuses.clone();
         if statuses.is_empty() {
             statuses = vec![AttemptStatus::Started, AttemptStatus::Unknown];
         }
-        if let Some(other) = statuses.iter().find(|s| !matches!(s, AttemptStatus::Started | AttemptStatus::Unknown)) {
+        if let Some(other) = statuses
+            .iter()
+            .find(|s| !matches!(s, AttemptStatus::Started | AttemptStatus::Unknown))
+        {
             return Err(EngineError::invalid_request(format!(
                 "status: `{other}` is not a stuck status (use started, unknown)"
             )));
         }
         Ok(self
             .store
-            .stuck_attempts(&StuckQuery { statuses, older_than_s: query.older_than_s, limit: i64::from(limit) })
+            .stuck_attempts(&StuckQuery {
+                statuses,
+                older_than_s: query.older_than_s,
+                limit: i64::from(limit),
+            })
             .await?)
     }
 }

@@ -12,7 +12,9 @@ use crate::model::{event, ActivityStatus, ErrorInfo, JobKind, Scope};
 use crate::request::{canonical_json, JobRequest, JobTarget};
 use crate::store::{JobRow, NewActivity, NewAttempt, StoreTx, WorkflowClaimFilter};
 use crate::ClaimRequest;
-use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, JournalEntry, Task, WorkflowCommand, WorkflowTask};
+use onceflow_protocol::workflow::{
+    CompleteWorkflowTaskRequest, JournalEntry, Task, WorkflowCommand, WorkflowTask,
+};
 
 /// How a workflow-task completion was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +39,12 @@ impl WorkflowTaskOutcome {
 impl Engine {
     /// Hands a worker what it can run: workflow tasks of the workflows it registered, then
     /// attempts of its providers, at most `max_tasks` in all.
-    pub async fn claim_tasks(&self, scope: &Scope, request: &ClaimRequest, workflows: &[String]) -> Result<Vec<Task>, EngineError> {
+    pub async fn claim_tasks(
+        &self,
+        scope: &Scope,
+        request: &ClaimRequest,
+        workflows: &[String],
+    ) -> Result<Vec<Task>, EngineError> {
         request.validate()?;
         let mut tasks: Vec<Task> = Vec::new();
         if !workflows.is_empty() {
@@ -54,22 +61,40 @@ impl Engine {
         }
         let left = request.max_tasks - tasks.len() as u32;
         if left > 0 && !request.providers.is_empty() {
-            let attempts = self.claim(scope, &ClaimRequest { max_tasks: left, ..request.clone() }).await?;
+            let attempts = self
+                .claim(
+                    scope,
+                    &ClaimRequest {
+                        max_tasks: left,
+                        ..request.clone()
+                    },
+                )
+                .await?;
             tasks.extend(attempts.into_iter().map(Task::Activity));
         }
         Ok(tasks)
     }
 
-    async fn claim_workflow_tasks(&self, filter: &WorkflowClaimFilter) -> Result<Vec<WorkflowTask>, EngineError> {
+    async fn claim_workflow_tasks(
+        &self,
+        filter: &WorkflowClaimFilter,
+    ) -> Result<Vec<WorkflowTask>, EngineError> {
         let mut tx = self.begin().await?;
         let jobs = tx.claim_workflow_tasks(filter).await?;
         let mut tasks = Vec::with_capacity(jobs.len());
         let mut all_events = Vec::new();
         for job in jobs {
-            let Some(lease_token) = job.wf_lease_token else { continue };
+            let Some(lease_token) = job.wf_lease_token else {
+                continue;
+            };
             let journal = journal(tx.as_mut(), &job).await?;
             let mut events = Events::for_job(&job.owner_id, job.id);
-            events.push(event::WORKFLOW_TASK_STARTED, None, &actor::worker(&filter.worker_id), json!({ "version": job.version, "journal_len": journal.len() }));
+            events.push(
+                event::WORKFLOW_TASK_STARTED,
+                None,
+                &actor::worker(&filter.worker_id),
+                json!({ "version": job.version, "journal_len": journal.len() }),
+            );
             all_events.extend(events.pending);
             tasks.push(WorkflowTask {
                 kind: "workflow".to_owned(),
@@ -85,7 +110,8 @@ impl Engine {
             });
         }
         tx.append_events(&all_events).await?;
-        self.metrics.events_written(all_events.iter().map(|e| e.kind));
+        self.metrics
+            .events_written(all_events.iter().map(|e| e.kind));
         tx.commit().await?;
         Ok(tasks)
     }
@@ -104,7 +130,11 @@ impl Engine {
         job_id: Uuid,
         request: &CompleteWorkflowTaskRequest,
     ) -> Result<WorkflowTaskOutcome, EngineError> {
-        let owner = self.store.job_owner(scope, job_id).await?.ok_or(EngineError::NotFound)?;
+        let owner = self
+            .store
+            .job_owner(scope, job_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         retry_transient!(self.complete_workflow_task_once(&owner, job_id, request))
     }
 
@@ -115,7 +145,10 @@ impl Engine {
         request: &CompleteWorkflowTaskRequest,
     ) -> Result<WorkflowTaskOutcome, EngineError> {
         let mut tx = self.begin().await?;
-        let job = tx.lock_job(owner, job_id).await?.ok_or(EngineError::NotFound)?;
+        let job = tx
+            .lock_job(owner, job_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
         if job.kind != JobKind::Workflow {
             return Err(EngineError::NotFound);
         }
@@ -126,17 +159,33 @@ impl Engine {
             return Err(EngineError::LeaseLost);
         }
         // The workflow-task CAS: one task per job version applies.
-        if !tx.complete_workflow_task(owner, job_id, request.lease_token, request.read_version).await? {
+        if !tx
+            .complete_workflow_task(owner, job_id, request.lease_token, request.read_version)
+            .await?
+        {
             return Ok(WorkflowTaskOutcome::Stale);
         }
         let version = request.read_version + 1;
         let mut events = Events::for_job(owner, job_id);
-        events.push(event::WORKFLOW_TASK_COMPLETED, None, actor::ENGINE, json!({ "commands": request.commands.len() }));
+        events.push(
+            event::WORKFLOW_TASK_COMPLETED,
+            None,
+            actor::ENGINE,
+            json!({ "commands": request.commands.len() }),
+        );
         let recorded = journal(tx.as_mut(), &job).await?;
         for command in &request.commands {
-            if let Some(error) = self.apply(tx.as_mut(), &mut events, &job, version, &recorded, command).await? {
+            if let Some(error) = self
+                .apply(tx.as_mut(), &mut events, &job, version, &recorded, command)
+                .await?
+            {
                 tx.park_workflow(owner, job_id, &error).await?;
-                events.push(event::WORKFLOW_TASK_FAILED, None, actor::ENGINE, json!({ "error": error }));
+                events.push(
+                    event::WORKFLOW_TASK_FAILED,
+                    None,
+                    actor::ENGINE,
+                    json!({ "error": error }),
+                );
                 tracing::error!(%job_id, owner, code = %error.code, message = %error.message, "workflow parked");
                 break;
             }
@@ -159,22 +208,40 @@ impl Engine {
         let owner = job.owner_id.as_str();
         let at = |seq: i32| recorded.iter().find(|e| e.seq() == seq);
         match command {
-            WorkflowCommand::ScheduleActivity { seq, activity, providers, input, options } => {
+            WorkflowCommand::ScheduleActivity {
+                seq,
+                activity,
+                providers,
+                input,
+                options,
+            } => {
                 if *seq < 0 {
-                    return Err(EngineError::invalid_request("commands: seq must not be negative"));
+                    return Err(EngineError::invalid_request(
+                        "commands: seq must not be negative",
+                    ));
                 }
                 match at(*seq) {
-                    Some(JournalEntry::Activity { name, input: was, .. })
-                        if name == activity && canonical_json(was) == canonical_json(input) =>
-                    {
+                    Some(JournalEntry::Activity {
+                        name, input: was, ..
+                    }) if name == activity && canonical_json(was) == canonical_json(input) => {
                         return Ok(None);
                     }
-                    Some(other) => return Ok(Some(nondeterminism(*seq, &format!("activity `{activity}`"), other))),
+                    Some(other) => {
+                        return Ok(Some(nondeterminism(
+                            *seq,
+                            &format!("activity `{activity}`"),
+                            other,
+                        )))
+                    }
                     None => {}
                 }
                 let options = options.clone().unwrap_or_default().resolve();
                 let request = JobRequest {
-                    target: JobTarget::Activity { name: activity.clone(), providers: providers.clone(), options: options.clone() },
+                    target: JobTarget::Activity {
+                        name: activity.clone(),
+                        providers: providers.clone(),
+                        options: options.clone(),
+                    },
                     input: input.clone(),
                     task_queue: job.task_queue.clone(),
                 };
@@ -206,7 +273,11 @@ impl Engine {
                         schedule_to_start_timeout_s: options.schedule_to_start_timeout_s,
                     })
                     .await?
-                    .ok_or_else(|| EngineError::Internal(crate::error::StoreError::Corrupt("a new activity had a live attempt".into())))?;
+                    .ok_or_else(|| {
+                        EngineError::Internal(crate::error::StoreError::Corrupt(
+                            "a new activity had a live attempt".into(),
+                        ))
+                    })?;
                 tx.notify_work(&job.task_queue).await?;
                 events.push(event::ATTEMPT_SCHEDULED, Some(attempt.id), actor::ENGINE,
                     json!({ "seq": seq, "activity": activity, "provider": providers[0], "number": 1, "reason": "workflow" }));
@@ -218,23 +289,73 @@ impl Engine {
                     None => {}
                 }
                 if *seq < 0 || *duration_ms > 366 * 24 * 3600 * 1000 {
-                    return Err(EngineError::invalid_request("commands: a timer needs seq >= 0 and at most a year"));
+                    return Err(EngineError::invalid_request(
+                        "commands: a timer needs seq >= 0 and at most a year",
+                    ));
                 }
                 tx.insert_timer(owner, job.id, *seq, *duration_ms).await?;
-                events.push(event::TIMER_STARTED, None, actor::ENGINE, json!({ "seq": seq, "duration_ms": duration_ms }));
+                events.push(
+                    event::TIMER_STARTED,
+                    None,
+                    actor::ENGINE,
+                    json!({ "seq": seq, "duration_ms": duration_ms }),
+                );
             }
             WorkflowCommand::CompleteJob { result } => {
-                if tx.commit_job_result(owner, job.id, version, None, result).await? {
-                    let error = ErrorInfo::new("workflow_completed", "the workflow returned before this activity finished");
-                    close_open_activities(tx, events, owner, job.id, &error, actor::ENGINE, actor::ENGINE, "workflow completed").await?;
+                if tx
+                    .commit_job_result(owner, job.id, version, None, result)
+                    .await?
+                {
+                    let error = ErrorInfo::new(
+                        "workflow_completed",
+                        "the workflow returned before this activity finished",
+                    );
+                    close_open_activities(
+                        tx,
+                        events,
+                        owner,
+                        job.id,
+                        &error,
+                        actor::ENGINE,
+                        actor::ENGINE,
+                        "workflow completed",
+                    )
+                    .await?;
                     events.push(event::JOB_SUCCEEDED, None, actor::ENGINE, json!({}));
                 }
             }
             WorkflowCommand::FailJob { error } => {
-                if tx.close_job(owner, job.id, version, crate::model::JobStatus::Failed, Some(error)).await? {
-                    let closing = ErrorInfo::new("workflow_failed", "the workflow failed before this activity finished");
-                    close_open_activities(tx, events, owner, job.id, &closing, actor::ENGINE, actor::ENGINE, "workflow failed").await?;
-                    events.push(event::JOB_FAILED, None, actor::ENGINE, json!({ "error": error }));
+                if tx
+                    .close_job(
+                        owner,
+                        job.id,
+                        version,
+                        crate::model::JobStatus::Failed,
+                        Some(error),
+                    )
+                    .await?
+                {
+                    let closing = ErrorInfo::new(
+                        "workflow_failed",
+                        "the workflow failed before this activity finished",
+                    );
+                    close_open_activities(
+                        tx,
+                        events,
+                        owner,
+                        job.id,
+                        &closing,
+                        actor::ENGINE,
+                        actor::ENGINE,
+                        "workflow failed",
+                    )
+                    .await?;
+                    events.push(
+                        event::JOB_FAILED,
+                        None,
+                        actor::ENGINE,
+                        json!({ "error": error }),
+                    );
                 }
             }
             WorkflowCommand::FailTask { error } => return Ok(Some(error.clone())),
@@ -255,11 +376,17 @@ impl Engine {
             fired += 1;
             tx.mark_workflow_ready(owner, *job_id).await?;
             let mut events = Events::for_job(owner, *job_id);
-            events.push(event::TIMER_FIRED, None, actor::ENGINE, json!({ "seq": seq }));
+            events.push(
+                event::TIMER_FIRED,
+                None,
+                actor::ENGINE,
+                json!({ "seq": seq }),
+            );
             all_events.extend(events.pending);
         }
         tx.append_events(&all_events).await?;
-        self.metrics.events_written(all_events.iter().map(|e| e.kind));
+        self.metrics
+            .events_written(all_events.iter().map(|e| e.kind));
         tx.commit().await?;
         Ok((due.len() as u64, fired))
     }
@@ -267,7 +394,9 @@ impl Engine {
 
 fn nondeterminism(seq: i32, asked: &str, recorded: &JournalEntry) -> ErrorInfo {
     let was = match recorded {
-        JournalEntry::Activity { name, .. } => format!("activity `{name}` (with its recorded input)"),
+        JournalEntry::Activity { name, .. } => {
+            format!("activity `{name}` (with its recorded input)")
+        }
         JournalEntry::Timer { .. } => "a timer".to_owned(),
     };
     ErrorInfo::new(
@@ -277,7 +406,10 @@ fn nondeterminism(seq: i32, asked: &str, recorded: &JournalEntry) -> ErrorInfo {
 }
 
 /// What a workflow job did so far, by position.
-pub(crate) async fn journal(tx: &mut dyn StoreTx, job: &JobRow) -> Result<Vec<JournalEntry>, EngineError> {
+pub(crate) async fn journal(
+    tx: &mut dyn StoreTx,
+    job: &JobRow,
+) -> Result<Vec<JournalEntry>, EngineError> {
     let mut entries: Vec<JournalEntry> = tx
         .activities_of_job(&job.owner_id, job.id)
         .await?
@@ -287,8 +419,16 @@ pub(crate) async fn journal(tx: &mut dyn StoreTx, job: &JobRow) -> Result<Vec<Jo
             name: a.name,
             input: a.input,
             status: a.status,
-            result: if a.status == ActivityStatus::Succeeded { a.result } else { None },
-            error: if a.status == ActivityStatus::Failed || a.status == ActivityStatus::Cancelled { a.error } else { None },
+            result: if a.status == ActivityStatus::Succeeded {
+                a.result
+            } else {
+                None
+            },
+            error: if a.status == ActivityStatus::Failed || a.status == ActivityStatus::Cancelled {
+                a.error
+            } else {
+                None
+            },
             finished_at: a.finished_at,
         })
         .collect();
@@ -296,7 +436,11 @@ pub(crate) async fn journal(tx: &mut dyn StoreTx, job: &JobRow) -> Result<Vec<Jo
         tx.timers_of_job(&job.owner_id, job.id)
             .await?
             .into_iter()
-            .map(|t| JournalEntry::Timer { seq: t.seq, fire_at: t.fire_at, fired_at: t.fired_at }),
+            .map(|t| JournalEntry::Timer {
+                seq: t.seq,
+                fire_at: t.fire_at,
+                fired_at: t.fired_at,
+            }),
     );
     entries.sort_by_key(JournalEntry::seq);
     Ok(entries)

@@ -13,7 +13,10 @@ use super::AppState;
 #[utoipa::path(get, path = "/v1/whoami", tag = "service",
     responses((status = 200, body = WhoAmI), (status = 401, description = "unauthenticated", body = ErrorBody)))]
 pub async fn whoami(caller: As<AnyRole>) -> Json<WhoAmI> {
-    Json(WhoAmI { owner: caller.owner().to_owned(), role: caller.0 .0.role })
+    Json(WhoAmI {
+        owner: caller.owner().to_owned(),
+        role: caller.0 .0.role,
+    })
 }
 
 /// Output contracts and each provider's certification for them. A client or worker token
@@ -21,6 +24,11 @@ pub async fn whoami(caller: As<AnyRole>) -> Json<WhoAmI> {
 /// platform worker (`*`), every owner's.
 #[utoipa::path(get, path = "/v1/contracts", tag = "client",
     responses((status = 200, body = ContractList), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
-pub async fn list_contracts(State(state): State<AppState>, caller: As<ContractReaderRole>) -> ApiResult<Json<ContractList>> {
-    Ok(Json(ContractList { contracts: state.engine.contracts(&caller.read_scope()).await? }))
+pub async fn list_contracts(
+    State(state): State<AppState>,
+    caller: As<ContractReaderRole>,
+) -> ApiResult<Json<ContractList>> {
+    Ok(Json(ContractList {
+        contracts: state.engine.contracts(&caller.read_scope()).await?,
+    }))
 }

@@ -79,7 +79,11 @@ impl ApiError {
 
     /// The error as API.md's error body shows it (its `error` member).
     pub fn detail(&self) -> ErrorDetail {
-        ErrorDetail { code: self.code().to_owned(), message: self.to_string(), details: self.details() }
+        ErrorDetail {
+            code: self.code().to_owned(),
+            message: self.to_string(),
+            details: self.details(),
+        }
     }
 }
 
@@ -89,7 +93,9 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(error = ?self, code = self.code(), "request failed");
         }
-        let body = ErrorBody { error: self.detail() };
+        let body = ErrorBody {
+            error: self.detail(),
+        };
         (status, Json(body)).into_response()
     }
 }

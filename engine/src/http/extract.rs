@@ -159,9 +159,12 @@ pub async fn json_value(req: Request, state: &AppState) -> Result<Value, ApiErro
     if bytes.len() > limit {
         return Err(ApiError::PayloadTooLarge { limit });
     }
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let value: Value =
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     if depth(&value) > MAX_JSON_DEPTH {
-        return Err(ApiError::InvalidJson(format!("nested deeper than {MAX_JSON_DEPTH} levels")));
+        return Err(ApiError::InvalidJson(format!(
+            "nested deeper than {MAX_JSON_DEPTH} levels"
+        )));
     }
     Ok(value)
 }
@@ -171,7 +174,12 @@ pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        EngineError::invalid_request(if path == "." { inner.to_string() } else { format!("{path}: {inner}") }).into()
+        EngineError::invalid_request(if path == "." {
+            inner.to_string()
+        } else {
+            format!("{path}: {inner}")
+        })
+        .into()
     })
 }
 
@@ -190,8 +198,9 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let pairs = serde_urlencoded::from_str::<Vec<(String, String)>>(parts.uri.query().unwrap_or(""))
-            .map_err(|e| EngineError::invalid_request(format!("query string: {e}")))?;
+        let pairs =
+            serde_urlencoded::from_str::<Vec<(String, String)>>(parts.uri.query().unwrap_or(""))
+                .map_err(|e| EngineError::invalid_request(format!("query string: {e}")))?;
         Ok(QueryPairs(pairs))
     }
 }
@@ -199,15 +208,21 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
 impl QueryPairs {
     /// The value of `name`, if given (and not empty).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, v)| k == name && !v.is_empty()).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, v)| k == name && !v.is_empty())
+            .map(|(_, v)| v.as_str())
     }
 
     /// `name` parsed as an unsigned integer, if given.
     pub fn number(&self, name: &str) -> Result<Option<u64>, ApiError> {
         self.get(name)
             .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| EngineError::invalid_request(format!("{name}: must be a non-negative integer")).into())
+                v.parse::<u64>().map_err(|_| {
+                    EngineError::invalid_request(format!("{name}: must be a non-negative integer"))
+                        .into()
+                })
             })
             .transpose()
     }
@@ -220,7 +235,10 @@ impl QueryPairs {
             .map(|v| {
                 chrono::DateTime::parse_from_rfc3339(v)
                     .map(|t| t.with_timezone(&chrono::Utc))
-                    .map_err(|_| EngineError::invalid_request(format!("{name}: must be an RFC 3339 time")).into())
+                    .map_err(|_| {
+                        EngineError::invalid_request(format!("{name}: must be an RFC 3339 time"))
+                            .into()
+                    })
             })
             .transpose()
     }

@@ -14,9 +14,6 @@ use crate::model::{AttemptView, JobStatus, JobView};
 use crate::request::{JobRequest, JobRequestBody};
 use crate::JobListQuery;
 
-
-
-
 /// Submit an intent. Concurrent identical requests yield one 201 and the rest 200, all
 /// with the same id.
 #[utoipa::path(post, path = "/v1/jobs", tag = "client",
@@ -28,11 +25,19 @@ use crate::JobListQuery;
         (status = 400, description = "invalid_json, invalid_request, missing_idempotency_key, invalid_idempotency_key", body = ErrorBody),
         (status = 409, description = "idempotency_key_reused", body = ErrorBody),
     ))]
-pub async fn submit(State(state): State<AppState>, caller: As<ClientRole>, headers: HeaderMap, request: Request) -> ApiResult<Response> {
+pub async fn submit(
+    State(state): State<AppState>,
+    caller: As<ClientRole>,
+    headers: HeaderMap,
+    request: Request,
+) -> ApiResult<Response> {
     let owner = caller.owner().to_owned();
     let key = match headers.get("idempotency-key") {
         None => return Err(EngineError::MissingIdempotencyKey.into()),
-        Some(v) => v.to_str().map_err(|_| EngineError::InvalidIdempotencyKey)?.to_owned(),
+        Some(v) => v
+            .to_str()
+            .map_err(|_| EngineError::InvalidIdempotencyKey)?
+            .to_owned(),
     };
     crate::request::check_idempotency_key(&key)?;
     let body = json_value(request, &state).await?;
@@ -40,11 +45,15 @@ pub async fn submit(State(state): State<AppState>, caller: As<ClientRole>, heade
     let submission = state.engine.submit(&owner, &key, &job_request).await?;
     let mut response = Json(&submission.job).into_response();
     if submission.replayed {
-        response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
     } else {
         *response.status_mut() = StatusCode::CREATED;
         if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", submission.job.id)) {
-            response.headers_mut().insert(axum::http::header::LOCATION, location);
+            response
+                .headers_mut()
+                .insert(axum::http::header::LOCATION, location);
         }
     }
     Ok(response)
@@ -54,16 +63,34 @@ pub async fn submit(State(state): State<AppState>, caller: As<ClientRole>, heade
 #[utoipa::path(get, path = "/v1/jobs/{id}", tag = "client",
     params(("id" = uuid::Uuid, Path)),
     responses((status = 200, body = JobView), (status = 404, description = "not_found", body = ErrorBody)))]
-pub async fn get_job(State(state): State<AppState>, caller: As<ReaderRole>, Path(id): Path<String>) -> ApiResult<Json<JobView>> {
-    Ok(Json(state.engine.job(&caller.read_scope(), path_id(&id)?).await?))
+pub async fn get_job(
+    State(state): State<AppState>,
+    caller: As<ReaderRole>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<JobView>> {
+    Ok(Json(
+        state
+            .engine
+            .job(&caller.read_scope(), path_id(&id)?)
+            .await?,
+    ))
 }
 
 /// The job's append-only history.
 #[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "client",
     params(("id" = uuid::Uuid, Path)),
     responses((status = 200, body = EventList), (status = 404, description = "not_found", body = ErrorBody)))]
-pub async fn job_events(State(state): State<AppState>, caller: As<ReaderRole>, Path(id): Path<String>) -> ApiResult<Json<EventList>> {
-    Ok(Json(EventList { events: state.engine.job_events(&caller.read_scope(), path_id(&id)?).await? }))
+pub async fn job_events(
+    State(state): State<AppState>,
+    caller: As<ReaderRole>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EventList>> {
+    Ok(Json(EventList {
+        events: state
+            .engine
+            .job_events(&caller.read_scope(), path_id(&id)?)
+            .await?,
+    }))
 }
 
 /// List jobs, newest first. A client sees its owner's; an operator every owner's.
@@ -75,12 +102,22 @@ pub async fn job_events(State(state): State<AppState>, caller: As<ReaderRole>, P
         ("created_before" = Option<String>, Query, description = "RFC 3339: only jobs created before this moment"),
         ("limit" = Option<u32>, Query, description = "1–500, default 50"), ("after" = Option<String>, Query, description = "cursor")),
     responses((status = 200, body = JobList), (status = 400, description = "invalid_request", body = ErrorBody)))]
-pub async fn list_jobs(State(state): State<AppState>, caller: As<ReaderRole>, query: QueryPairs) -> ApiResult<Json<JobList>> {
+pub async fn list_jobs(
+    State(state): State<AppState>,
+    caller: As<ReaderRole>,
+    query: QueryPairs,
+) -> ApiResult<Json<JobList>> {
     let status = query
         .get("status")
-        .map(|s| JobStatus::parse(s).ok_or_else(|| EngineError::invalid_request(format!("status: unknown job status `{s}`"))))
+        .map(|s| {
+            JobStatus::parse(s).ok_or_else(|| {
+                EngineError::invalid_request(format!("status: unknown job status `{s}`"))
+            })
+        })
         .transpose()?;
-    let limit = query.number("limit")?.map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+    let limit = query
+        .number("limit")?
+        .map(|l| u32::try_from(l).unwrap_or(u32::MAX));
     let page = state
         .engine
         .list_jobs(
@@ -97,16 +134,26 @@ pub async fn list_jobs(State(state): State<AppState>, caller: As<ReaderRole>, qu
             },
         )
         .await?;
-    Ok(Json(JobList { jobs: page.jobs, next: page.next }))
+    Ok(Json(JobList {
+        jobs: page.jobs,
+        next: page.next,
+    }))
 }
 
 /// The owner gives up the intent. Repeating answers 202 again.
 #[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "client",
     params(("id" = uuid::Uuid, Path)),
     responses((status = 202, body = JobView), (status = 404, body = ErrorBody), (status = 409, description = "job_finished", body = ErrorBody)))]
-pub async fn cancel_job(State(state): State<AppState>, caller: As<ClientRole>, Path(id): Path<String>) -> ApiResult<(StatusCode, Json<JobView>)> {
+pub async fn cancel_job(
+    State(state): State<AppState>,
+    caller: As<ClientRole>,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<JobView>)> {
     let owner = caller.owner().to_owned();
-    let job = state.engine.cancel_job(&crate::model::Scope::Owner(owner), path_id(&id)?).await?;
+    let job = state
+        .engine
+        .cancel_job(&crate::model::Scope::Owner(owner), path_id(&id)?)
+        .await?;
     Ok((StatusCode::ACCEPTED, Json(job)))
 }
 
@@ -128,7 +175,12 @@ pub async fn create_attempt(
     let seq: i32 = seq.parse().map_err(|_| EngineError::NotFound)?;
     let attempt = state
         .engine
-        .create_attempt(&crate::model::Scope::Owner(owner), path_id(&id)?, seq, &body.provider)
+        .create_attempt(
+            &crate::model::Scope::Owner(owner),
+            path_id(&id)?,
+            seq,
+            &body.provider,
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(attempt)))
 }

@@ -110,7 +110,11 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(worker::record_certification))
         .routes(routes!(operator::stuck_attempts))
         .routes(routes!(operator::cancel_attempt))
-        .routes(routes!(schedules::put_schedule, schedules::get_schedule, schedules::delete_schedule))
+        .routes(routes!(
+            schedules::put_schedule,
+            schedules::get_schedule,
+            schedules::delete_schedule
+        ))
         .routes(routes!(schedules::list_schedules))
         .routes(routes!(schedules::pause_schedule))
         .routes(routes!(schedules::resume_schedule))
@@ -128,9 +132,13 @@ fn api_routes() -> OpenApiRouter<AppState> {
 /// own annotations and types.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, mut doc) = api_routes().split_for_parts();
-    let (_, poll) = OpenApiRouter::<AppState>::new().routes(routes!(worker::poll)).split_for_parts();
+    let (_, poll) = OpenApiRouter::<AppState>::new()
+        .routes(routes!(worker::poll))
+        .split_for_parts();
     doc.merge(poll);
-    let (_, ui) = OpenApiRouter::<AppState>::new().routes(routes!(ui::index)).split_for_parts();
+    let (_, ui) = OpenApiRouter::<AppState>::new()
+        .routes(routes!(ui::index))
+        .split_for_parts();
     doc.merge(ui);
     doc
 }
@@ -139,11 +147,17 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 pub fn router(state: AppState) -> Router {
     let timeout = state.config.request_timeout;
     let (api, _) = api_routes().split_for_parts();
-    let api = api.layer(middleware::from_fn(move |req: Request, next: Next| with_timeout(timeout, req, next)));
+    let api = api.layer(middleware::from_fn(move |req: Request, next: Next| {
+        with_timeout(timeout, req, next)
+    }));
     // A long-poll waits up to 60 s by design; it gets its own, longer limit.
     let poll_timeout = Duration::from_millis(onceflow_protocol::api::MAX_WAIT_MS) + timeout;
-    let (poll, _) = OpenApiRouter::<AppState>::new().routes(routes!(worker::poll)).split_for_parts();
-    let poll = poll.layer(middleware::from_fn(move |req: Request, next: Next| with_timeout(poll_timeout, req, next)));
+    let (poll, _) = OpenApiRouter::<AppState>::new()
+        .routes(routes!(worker::poll))
+        .split_for_parts();
+    let poll = poll.layer(middleware::from_fn(move |req: Request, next: Next| {
+        with_timeout(poll_timeout, req, next)
+    }));
     let doc = Arc::new(openapi());
     Router::new()
         .merge(api)
@@ -178,11 +192,22 @@ pub async fn serve_on(
     config: ServerConfig,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let loops = crate::background::spawn(&engine, config.reaper_interval, config.retention, shutdown.clone());
-    let state = AppState { engine, config: Arc::new(config), shutdown: shutdown.clone() };
+    let loops = crate::background::spawn(
+        &engine,
+        config.reaper_interval,
+        config.retention,
+        shutdown.clone(),
+    );
+    let state = AppState {
+        engine,
+        config: Arc::new(config),
+        shutdown: shutdown.clone(),
+    };
     let app = router(state);
     tracing::info!(addr = %listener.local_addr()?, "onceflow serving");
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .await;
     shutdown.cancel();
     for task in loops {
         let _ = task.await;

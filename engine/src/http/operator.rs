@@ -11,21 +11,27 @@ use crate::error::EngineError;
 use crate::model::{AttemptStatus, AttemptView};
 use crate::StuckAttemptsQuery;
 
-
-
 /// Attempts `started` or `unknown` for at least `older_than_s`, across owners.
 #[utoipa::path(get, path = "/v1/attempts", tag = "operator",
     params(("status" = Option<String>, Query, description = "comma-separated: unknown,started"),
            ("older_than_s" = Option<u64>, Query), ("limit" = Option<u32>, Query, description = "1–500, default 100")),
     responses((status = 200, body = StuckList), (status = 400, body = ErrorBody)))]
-pub async fn stuck_attempts(State(state): State<AppState>, _operator: As<OperatorRole>, query: QueryPairs) -> ApiResult<Json<StuckList>> {
+pub async fn stuck_attempts(
+    State(state): State<AppState>,
+    _operator: As<OperatorRole>,
+    query: QueryPairs,
+) -> ApiResult<Json<StuckList>> {
     let statuses = match query.get("status") {
         None => Vec::new(),
         Some(list) => list
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|s| AttemptStatus::parse(s).ok_or_else(|| EngineError::invalid_request(format!("status: unknown attempt status `{s}`"))))
+            .map(|s| {
+                AttemptStatus::parse(s).ok_or_else(|| {
+                    EngineError::invalid_request(format!("status: unknown attempt status `{s}`"))
+                })
+            })
             .collect::<Result<_, _>>()?,
     };
     let attempts = state
@@ -33,7 +39,9 @@ pub async fn stuck_attempts(State(state): State<AppState>, _operator: As<Operato
         .stuck_attempts(&StuckAttemptsQuery {
             statuses,
             older_than_s: query.number("older_than_s")?.unwrap_or(0),
-            limit: query.number("limit")?.map(|l| u32::try_from(l).unwrap_or(u32::MAX)),
+            limit: query
+                .number("limit")?
+                .map(|l| u32::try_from(l).unwrap_or(u32::MAX)),
         })
         .await?;
     Ok(Json(StuckList { attempts }))
@@ -51,5 +59,10 @@ pub async fn cancel_attempt(
     JsonBody(body): JsonBody<CancelAttemptRequest>,
 ) -> ApiResult<Json<AttemptView>> {
     let operator = caller.owner().to_owned();
-    Ok(Json(state.engine.cancel_attempt(&operator, path_id(&id)?, &body.reason).await?))
+    Ok(Json(
+        state
+            .engine
+            .cancel_attempt(&operator, path_id(&id)?, &body.reason)
+            .await?,
+    ))
 }

@@ -25,22 +25,38 @@ pub async fn put_schedule(
     Path(name): Path<String>,
     JsonBody(body): JsonBody<ScheduleRequestBody>,
 ) -> ApiResult<(StatusCode, Json<ScheduleView>)> {
-    let put = state.engine.put_schedule(caller.owner(), &name, &body).await?;
-    let status = if put.created { StatusCode::CREATED } else { StatusCode::OK };
+    let put = state
+        .engine
+        .put_schedule(caller.owner(), &name, &body)
+        .await?;
+    let status = if put.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok((status, Json(put.schedule)))
 }
 
 /// The owner's schedules, by name.
 #[utoipa::path(get, path = "/v1/schedules", tag = "schedules", responses((status = 200, body = ScheduleList)))]
-pub async fn list_schedules(State(state): State<AppState>, caller: As<ClientRole>) -> ApiResult<Json<ScheduleList>> {
-    Ok(Json(ScheduleList { schedules: state.engine.list_schedules(caller.owner()).await? }))
+pub async fn list_schedules(
+    State(state): State<AppState>,
+    caller: As<ClientRole>,
+) -> ApiResult<Json<ScheduleList>> {
+    Ok(Json(ScheduleList {
+        schedules: state.engine.list_schedules(caller.owner()).await?,
+    }))
 }
 
 /// One schedule, with `next_fire_at`, `last_fired_at` and its counters.
 #[utoipa::path(get, path = "/v1/schedules/{name}", tag = "schedules",
     params(("name" = String, Path)),
     responses((status = 200, body = ScheduleView), (status = 404, description = "not_found", body = ErrorBody)))]
-pub async fn get_schedule(State(state): State<AppState>, caller: As<ClientRole>, Path(name): Path<String>) -> ApiResult<Json<ScheduleView>> {
+pub async fn get_schedule(
+    State(state): State<AppState>,
+    caller: As<ClientRole>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<ScheduleView>> {
     Ok(Json(state.engine.schedule(caller.owner(), &name).await?))
 }
 
@@ -48,7 +64,11 @@ pub async fn get_schedule(State(state): State<AppState>, caller: As<ClientRole>,
 #[utoipa::path(delete, path = "/v1/schedules/{name}", tag = "schedules",
     params(("name" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 404, description = "not_found", body = ErrorBody)))]
-pub async fn delete_schedule(State(state): State<AppState>, caller: As<ClientRole>, Path(name): Path<String>) -> ApiResult<StatusCode> {
+pub async fn delete_schedule(
+    State(state): State<AppState>,
+    caller: As<ClientRole>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
     state.engine.delete_schedule(caller.owner(), &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -57,16 +77,28 @@ pub async fn delete_schedule(State(state): State<AppState>, caller: As<ClientRol
 #[utoipa::path(post, path = "/v1/schedules/{name}/pause", tag = "schedules",
     params(("name" = String, Path)),
     responses((status = 200, body = ScheduleView), (status = 404, description = "not_found", body = ErrorBody)))]
-pub async fn pause_schedule(State(state): State<AppState>, caller: As<ClientRole>, Path(name): Path<String>) -> ApiResult<Json<ScheduleView>> {
-    Ok(Json(state.engine.pause_schedule(caller.owner(), &name).await?))
+pub async fn pause_schedule(
+    State(state): State<AppState>,
+    caller: As<ClientRole>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<ScheduleView>> {
+    Ok(Json(
+        state.engine.pause_schedule(caller.owner(), &name).await?,
+    ))
 }
 
 /// Resume a schedule from its first tick after now. Idempotent.
 #[utoipa::path(post, path = "/v1/schedules/{name}/resume", tag = "schedules",
     params(("name" = String, Path)),
     responses((status = 200, body = ScheduleView), (status = 404, description = "not_found", body = ErrorBody)))]
-pub async fn resume_schedule(State(state): State<AppState>, caller: As<ClientRole>, Path(name): Path<String>) -> ApiResult<Json<ScheduleView>> {
-    Ok(Json(state.engine.resume_schedule(caller.owner(), &name).await?))
+pub async fn resume_schedule(
+    State(state): State<AppState>,
+    caller: As<ClientRole>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<ScheduleView>> {
+    Ok(Json(
+        state.engine.resume_schedule(caller.owner(), &name).await?,
+    ))
 }
 
 /// The schedule's history: fired, skipped for overlap, skipped as too old, changes.
@@ -79,6 +111,9 @@ pub async fn schedule_events(
     Path(name): Path<String>,
     query: QueryPairs,
 ) -> ApiResult<Json<ScheduleEventList>> {
-    let events = state.engine.schedule_events(caller.owner(), &name, query.number("limit")?).await?;
+    let events = state
+        .engine
+        .schedule_events(caller.owner(), &name, query.number("limit")?)
+        .await?;
     Ok(Json(ScheduleEventList { events }))
 }

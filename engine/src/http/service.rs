@@ -20,7 +20,9 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
         Ok(Ok(())) => (StatusCode::OK, Json(json!({ "status": "ready" }))),
         _ => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "error": { "code": "unavailable", "message": "the database does not answer", "details": {} } })),
+            Json(
+                json!({ "error": { "code": "unavailable", "message": "the database does not answer", "details": {} } }),
+            ),
         ),
     }
 }
@@ -30,7 +32,14 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
 pub async fn metrics(State(state): State<AppState>) -> axum::response::Response {
     use axum::response::IntoResponse;
     match state.engine.metrics_text().await {
-        Ok(text) => ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response(),
+        Ok(text) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4",
+            )],
+            text,
+        )
+            .into_response(),
         Err(e) => super::error::ApiError::from(e).into_response(),
     }
 }

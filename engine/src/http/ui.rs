@@ -37,7 +37,9 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     responses((status = 200, description = "the web UI", content_type = "text/html")))]
 pub async fn index() -> Response {
     let mut response = asset("text/html; charset=utf-8", INDEX_HTML);
-    response.headers_mut().insert("content-security-policy", HeaderValue::from_static(CSP));
+    response
+        .headers_mut()
+        .insert("content-security-policy", HeaderValue::from_static(CSP));
     response
 }
 
@@ -46,7 +48,13 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
         .route("/ui/", get(index))
-        .route("/ui/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
-        .route("/ui/app.css", get(|| async { asset("text/css; charset=utf-8", APP_CSS) }))
+        .route(
+            "/ui/app.js",
+            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+        )
+        .route(
+            "/ui/app.css",
+            get(|| async { asset("text/css; charset=utf-8", APP_CSS) }),
+        )
         .route("/ui/{*rest}", get(index))
 }

@@ -6,18 +6,21 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use onceflow_protocol::api::{
-    AttemptCompletion, CertificationRequest, CompleteManyRequest, CompleteManyResponse, CompleteRequest, CompleteResponse, CompletionAnswer,
-    ContractRequest, ContractResponse, HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, WorkerError,
-    MAX_COMPLETIONS, MAX_WAIT_MS,
+    AttemptCompletion, CertificationRequest, CompleteManyRequest, CompleteManyResponse,
+    CompleteRequest, CompleteResponse, CompletionAnswer, ContractRequest, ContractResponse,
+    HeartbeatRequest, HeartbeatResponse, PollRequest, PollResponse, WorkerError, MAX_COMPLETIONS,
+    MAX_WAIT_MS,
 };
 
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{path_id, As, Caller, JsonBody, WorkerRole};
 use super::AppState;
 use crate::error::EngineError;
-use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task};
 use crate::model::{Certification, CompletionOutcome, Scope};
 use crate::{ClaimRequest, Completion, CompletionBody};
+use onceflow_protocol::workflow::{
+    CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task,
+};
 
 fn worker_scope(caller: &Caller) -> ApiResult<Scope> {
     Ok(Scope::for_worker(caller.owner()))
@@ -27,18 +30,32 @@ fn worker_scope(caller: &Caller) -> ApiResult<Scope> {
 /// after `wait_ms`.
 #[utoipa::path(post, path = "/v1/worker/poll", tag = "worker", request_body = PollRequest,
     responses((status = 200, body = PollResponse), (status = 400, body = ErrorBody)))]
-pub async fn poll(State(state): State<AppState>, caller: As<WorkerRole>, JsonBody(body): JsonBody<PollRequest>) -> ApiResult<Json<PollResponse>> {
+pub async fn poll(
+    State(state): State<AppState>,
+    caller: As<WorkerRole>,
+    JsonBody(body): JsonBody<PollRequest>,
+) -> ApiResult<Json<PollResponse>> {
     let scope = worker_scope(&caller)?;
     if body.wait_ms > MAX_WAIT_MS {
-        return Err(EngineError::invalid_request(format!("wait_ms: must be at most {MAX_WAIT_MS}")).into());
+        return Err(EngineError::invalid_request(format!(
+            "wait_ms: must be at most {MAX_WAIT_MS}"
+        ))
+        .into());
     }
     if body.completions.len() > MAX_COMPLETIONS {
-        return Err(EngineError::invalid_request(format!("completions: must hold at most {MAX_COMPLETIONS}")).into());
+        return Err(EngineError::invalid_request(format!(
+            "completions: must hold at most {MAX_COMPLETIONS}"
+        ))
+        .into());
     }
     let request = ClaimRequest {
         worker_id: body.worker_id,
         task_queue: body.task_queue,
-        providers: body.providers.into_iter().map(|p| (p.activity, p.provider)).collect(),
+        providers: body
+            .providers
+            .into_iter()
+            .map(|p| (p.activity, p.provider))
+            .collect(),
         max_tasks: body.max_tasks,
     };
     // A request that will be refused as a whole must not have judged its completions.
@@ -47,15 +64,25 @@ pub async fn poll(State(state): State<AppState>, caller: As<WorkerRole>, JsonBod
     if carried && body.workflows.is_empty() {
         // The worker's whole cycle in one call: its completions and its claim.
         let (accepted, mut answers) = accept_completions(body.completions);
-        let (judged, tasks) = state.engine.complete_and_claim(&scope, &accepted, &request).await?;
+        let (judged, tasks) = state
+            .engine
+            .complete_and_claim(&scope, &accepted, &request)
+            .await?;
         let completions = answer_completions(&mut answers, judged);
         let tasks = tasks.unwrap_or_else(|e| {
             tracing::warn!(error = %e, "claim after completions failed; answering the completions with no tasks");
             Vec::new()
         });
-        return Ok(Json(PollResponse { tasks: tasks.into_iter().map(Task::Activity).collect(), completions }));
+        return Ok(Json(PollResponse {
+            tasks: tasks.into_iter().map(Task::Activity).collect(),
+            completions,
+        }));
     }
-    let completions = if carried { judge_completions(&state, &scope, body.completions).await } else { Vec::new() };
+    let completions = if carried {
+        judge_completions(&state, &scope, body.completions).await
+    } else {
+        Vec::new()
+    };
     // Completions' answers are not held up by the wait.
     let wait_ms = if carried { 0 } else { body.wait_ms };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
@@ -65,7 +92,11 @@ pub async fn poll(State(state): State<AppState>, caller: As<WorkerRole>, JsonBod
         let woken = signal.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let tasks = match state.engine.claim_tasks(&scope, &request, &body.workflows).await {
+        let tasks = match state
+            .engine
+            .claim_tasks(&scope, &request, &body.workflows)
+            .await
+        {
             Ok(tasks) => tasks,
             // The completions were judged: answer them, with no tasks, rather than an
             // error that would hide their outcomes.
@@ -100,8 +131,13 @@ pub async fn complete_workflow_task(
     JsonBody(body): JsonBody<CompleteWorkflowTaskRequest>,
 ) -> ApiResult<Json<CompleteWorkflowTaskResponse>> {
     let scope = worker_scope(&caller)?;
-    let outcome = state.engine.complete_workflow_task(&scope, path_id(&job_id)?, &body).await?;
-    Ok(Json(CompleteWorkflowTaskResponse { outcome: outcome.as_str().to_owned() }))
+    let outcome = state
+        .engine
+        .complete_workflow_task(&scope, path_id(&job_id)?, &body)
+        .await?;
+    Ok(Json(CompleteWorkflowTaskResponse {
+        outcome: outcome.as_str().to_owned(),
+    }))
 }
 
 /// Renew the lease; learn whether the attempt was cancelled.
@@ -115,8 +151,18 @@ pub async fn heartbeat(
     JsonBody(body): JsonBody<HeartbeatRequest>,
 ) -> ApiResult<Json<HeartbeatResponse>> {
     let scope = worker_scope(&caller)?;
-    let ack = state.engine.heartbeat(&scope, path_id(&id)?, body.lease_token, body.details.as_ref()).await?;
-    Ok(Json(HeartbeatResponse { cancel_requested: ack.cancel_requested }))
+    let ack = state
+        .engine
+        .heartbeat(
+            &scope,
+            path_id(&id)?,
+            body.lease_token,
+            body.details.as_ref(),
+        )
+        .await?;
+    Ok(Json(HeartbeatResponse {
+        cancel_requested: ack.cancel_requested,
+    }))
 }
 
 /// Report a result (judged by CAS) or an error (judged by the retry policy).
@@ -135,16 +181,30 @@ pub async fn complete(
 ) -> ApiResult<Json<CompleteResponse>> {
     let scope = worker_scope(&caller)?;
     let completion = completion(body.lease_token, body.result, body.error)?;
-    let outcome = state.engine.complete(&scope, path_id(&id)?, &completion).await?;
+    let outcome = state
+        .engine
+        .complete(&scope, path_id(&id)?, &completion)
+        .await?;
     Ok(Json(CompleteResponse { outcome }))
 }
 
 /// A completion as the engine takes it: exactly one of a result or an error.
-fn completion(lease_token: uuid::Uuid, result: Option<serde_json::Value>, error: Option<WorkerError>) -> Result<Completion, EngineError> {
+fn completion(
+    lease_token: uuid::Uuid,
+    result: Option<serde_json::Value>,
+    error: Option<WorkerError>,
+) -> Result<Completion, EngineError> {
     let body = match (result, error) {
         (Some(result), None) => CompletionBody::Result(result),
-        (None, Some(error)) => CompletionBody::Error { message: error.message, retryable: error.retryable },
-        _ => return Err(EngineError::invalid_request("exactly one of `result` or `error` is required")),
+        (None, Some(error)) => CompletionBody::Error {
+            message: error.message,
+            retryable: error.retryable,
+        },
+        _ => {
+            return Err(EngineError::invalid_request(
+                "exactly one of `result` or `error` is required",
+            ))
+        }
     };
     Ok(Completion { lease_token, body })
 }
@@ -161,7 +221,10 @@ pub async fn complete_many(
 ) -> ApiResult<Json<CompleteManyResponse>> {
     let scope = worker_scope(&caller)?;
     if body.completions.is_empty() || body.completions.len() > MAX_COMPLETIONS {
-        return Err(EngineError::invalid_request(format!("completions: must hold 1 to {MAX_COMPLETIONS}")).into());
+        return Err(EngineError::invalid_request(format!(
+            "completions: must hold 1 to {MAX_COMPLETIONS}"
+        ))
+        .into());
     }
     let results = judge_completions(&state, &scope, body.completions).await;
     Ok(Json(CompleteManyResponse { results }))
@@ -169,7 +232,11 @@ pub async fn complete_many(
 
 /// Judges each completion as the single-attempt endpoint would, and answers each: its
 /// outcome, or the status and error that endpoint would have answered.
-async fn judge_completions(state: &AppState, scope: &Scope, completions: Vec<AttemptCompletion>) -> Vec<CompletionAnswer> {
+async fn judge_completions(
+    state: &AppState,
+    scope: &Scope,
+    completions: Vec<AttemptCompletion>,
+) -> Vec<CompletionAnswer> {
     let (accepted, mut answers) = accept_completions(completions);
     let judged = state.engine.complete_many(scope, &accepted).await;
     answer_completions(&mut answers, judged)
@@ -180,7 +247,9 @@ type Answering = (uuid::Uuid, Option<Result<CompletionOutcome, EngineError>>);
 
 /// The well-formed completions, for the engine to judge, and every completion's place in
 /// the answer (the malformed ones already answered).
-fn accept_completions(completions: Vec<AttemptCompletion>) -> (Vec<(uuid::Uuid, Completion)>, Vec<Answering>) {
+fn accept_completions(
+    completions: Vec<AttemptCompletion>,
+) -> (Vec<(uuid::Uuid, Completion)>, Vec<Answering>) {
     let mut accepted = Vec::with_capacity(completions.len());
     let mut answers = Vec::with_capacity(completions.len());
     for c in completions {
@@ -196,19 +265,39 @@ fn accept_completions(completions: Vec<AttemptCompletion>) -> (Vec<(uuid::Uuid, 
 }
 
 /// Every completion's answer, in order: the engine's judgements fill the places left open.
-fn answer_completions(answers: &mut Vec<Answering>, judged: Vec<Result<CompletionOutcome, EngineError>>) -> Vec<CompletionAnswer> {
+fn answer_completions(
+    answers: &mut Vec<Answering>,
+    judged: Vec<Result<CompletionOutcome, EngineError>>,
+) -> Vec<CompletionAnswer> {
     let mut judged = judged.into_iter();
     answers
         .drain(..)
-        .map(|(attempt_id, answer)| match answer.or_else(|| judged.next()) {
-            Some(Ok(outcome)) => CompletionAnswer { attempt_id, outcome: Some(outcome), status: None, error: None },
-            Some(Err(e)) => {
-                let e = ApiError::from(e);
-                CompletionAnswer { attempt_id, outcome: None, status: Some(e.status().as_u16()), error: Some(e.detail()) }
-            }
-            // The engine answers every completion it is given.
-            None => CompletionAnswer { attempt_id, outcome: None, status: Some(500), error: Some(ApiError::Panic.detail()) },
-        })
+        .map(
+            |(attempt_id, answer)| match answer.or_else(|| judged.next()) {
+                Some(Ok(outcome)) => CompletionAnswer {
+                    attempt_id,
+                    outcome: Some(outcome),
+                    status: None,
+                    error: None,
+                },
+                Some(Err(e)) => {
+                    let e = ApiError::from(e);
+                    CompletionAnswer {
+                        attempt_id,
+                        outcome: None,
+                        status: Some(e.status().as_u16()),
+                        error: Some(e.detail()),
+                    }
+                }
+                // The engine answers every completion it is given.
+                None => CompletionAnswer {
+                    attempt_id,
+                    outcome: None,
+                    status: Some(500),
+                    error: Some(ApiError::Panic.detail()),
+                },
+            },
+        )
         .collect()
 }
 
@@ -221,7 +310,10 @@ pub async fn register_contract(
     JsonBody(body): JsonBody<ContractRequest>,
 ) -> ApiResult<Json<ContractResponse>> {
     worker_scope(&caller)?;
-    let contract_hash = state.engine.register_contract(caller.owner(), &body.activity, &body.output_schema).await?;
+    let contract_hash = state
+        .engine
+        .register_contract(caller.owner(), &body.activity, &body.output_schema)
+        .await?;
     Ok(Json(ContractResponse { contract_hash }))
 }
 

@@ -13,17 +13,17 @@ pub mod sqlite;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::StoreError;
 use crate::model::{
     ActivityOptions, ActivityStatus, AttemptStatus, Certification, CompletionOutcome, Contract,
-    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Overlap, Role, Scope, ScheduleEvent, ScheduleView,
-    StuckAttempt,
+    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Overlap, Role, ScheduleEvent, ScheduleView,
+    Scope, StuckAttempt,
 };
 
 /// A result of the storage layer.
@@ -552,7 +552,9 @@ pub trait Store: Send + Sync + 'static {
         events: &[NewEvent],
     ) -> StoreResult<Option<(JobRow, AttemptRow)>> {
         let mut tx = self.begin().await?;
-        let inserted = tx.insert_activity_job(job, activity, attempt, events).await?;
+        let inserted = tx
+            .insert_activity_job(job, activity, attempt, events)
+            .await?;
         if inserted.is_some() {
             tx.commit().await?;
         }
@@ -562,11 +564,17 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::insert_activity_job_now`] for many jobs at once: one answer per job, in
     /// order, `None` where the key was taken (by a committed job, or by an earlier job of
     /// the same call). Every job inserted is committed when this returns.
-    async fn insert_activity_jobs_now(&self, jobs: &[NewActivityJob]) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
+    async fn insert_activity_jobs_now(
+        &self,
+        jobs: &[NewActivityJob],
+    ) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
         let mut tx = self.begin().await?;
         let mut answers = Vec::with_capacity(jobs.len());
         for j in jobs {
-            answers.push(tx.insert_activity_job(&j.job, &j.activity, &j.attempt, &j.events).await?);
+            answers.push(
+                tx.insert_activity_job(&j.job, &j.activity, &j.attempt, &j.events)
+                    .await?,
+            );
         }
         tx.commit().await?;
         Ok(answers)
@@ -579,7 +587,10 @@ pub trait Store: Send + Sync + 'static {
     /// each with its view (activities and attempts) when it could be read with it; keys no
     /// job holds are left out. On an error nothing is written.
     async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Vec<ReplayedJob>> {
-        let mut keys: Vec<(String, String)> = replays.iter().map(|r| (r.owner_id.clone(), r.idempotency_key.clone())).collect();
+        let mut keys: Vec<(String, String)> = replays
+            .iter()
+            .map(|r| (r.owner_id.clone(), r.idempotency_key.clone()))
+            .collect();
         keys.sort();
         keys.dedup();
         let mut tx = self.begin().await?;
@@ -587,7 +598,9 @@ pub trait Store: Send + Sync + 'static {
         let events: Vec<NewEvent> = replays
             .iter()
             .filter_map(|r| {
-                let job = jobs.iter().find(|j| j.owner_id == r.owner_id && j.idempotency_key == r.idempotency_key)?;
+                let job = jobs
+                    .iter()
+                    .find(|j| j.owner_id == r.owner_id && j.idempotency_key == r.idempotency_key)?;
                 (job.fingerprint == r.fingerprint).then(|| NewEvent {
                     owner_id: job.owner_id.clone(),
                     job_id: job.id,
@@ -612,7 +625,10 @@ pub trait Store: Send + Sync + 'static {
         Ok(jobs
             .into_iter()
             .map(|job| {
-                let view = views.iter().find(|v| v.owner == job.owner_id && v.id == job.id).cloned();
+                let view = views
+                    .iter()
+                    .find(|v| v.owner == job.owner_id && v.id == job.id)
+                    .cloned();
                 ReplayedJob { job, view }
             })
             .collect())
@@ -631,8 +647,11 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()>;
 
     /// Finds the owner and job of an attempt visible in `scope`.
-    async fn locate_attempt(&self, scope: &Scope, attempt_id: Uuid)
-        -> StoreResult<Option<AttemptLocation>>;
+    async fn locate_attempt(
+        &self,
+        scope: &Scope,
+        attempt_id: Uuid,
+    ) -> StoreResult<Option<AttemptLocation>>;
 
     /// The owner of a job visible in `scope`.
     async fn job_owner(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<String>>;
@@ -651,8 +670,7 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// A job's events in order, or `None` when the job is not visible in `scope`.
-    async fn job_events(&self, scope: &Scope, job_id: Uuid)
-        -> StoreResult<Option<Vec<JobEvent>>>;
+    async fn job_events(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<Vec<JobEvent>>>;
 
     /// Jobs matching the query, newest first, with their activities and attempts.
     async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Vec<JobView>>;
@@ -662,7 +680,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// The latest certification of each (owner, activity, contract hash, provider) of
     /// these owners (of every owner when `None`).
-    async fn latest_certifications(&self, owners: Option<&[String]>) -> StoreResult<Vec<Certification>>;
+    async fn latest_certifications(
+        &self,
+        owners: Option<&[String]>,
+    ) -> StoreResult<Vec<Certification>>;
 
     /// Attempts in the given statuses for longer than the given age, oldest first.
     async fn stuck_attempts(&self, query: &StuckQuery) -> StoreResult<Vec<StuckAttempt>>;
@@ -678,12 +699,21 @@ pub trait Store: Send + Sync + 'static {
     /// the same pass stopped, so a pass does not walk again what it already passed). A job
     /// another transaction holds is left for a later pass. Once a job is gone its
     /// idempotency key is free: submitting it again creates a new job.
-    async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64, after: Option<Uuid>) -> StoreResult<PrunedJobs>;
+    async fn prune_finished_jobs(
+        &self,
+        retention: std::time::Duration,
+        limit: i64,
+        after: Option<Uuid>,
+    ) -> StoreResult<PrunedJobs>;
 
     /// Retention of schedules' history: deletes at most `limit` schedule events written
     /// more than `retention` ago by the database clock, oldest first; answers how many.
     /// Schedules themselves are never deleted by retention.
-    async fn prune_schedule_events(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64>;
+    async fn prune_schedule_events(
+        &self,
+        retention: std::time::Duration,
+        limit: i64,
+    ) -> StoreResult<u64>;
 
     /// The heartbeat fast path: extends the lease of a `started` attempt held by `token`
     /// in one statement.
@@ -710,7 +740,9 @@ pub trait Store: Send + Sync + 'static {
             };
             extended.push(match self.locate_attempt(&scope, r.attempt_id).await? {
                 Some(location) => {
-                    self.extend_lease(&location, r.attempt_id, r.token, r.details.as_ref()).await? == LeaseExtension::Extended
+                    self.extend_lease(&location, r.attempt_id, r.token, r.details.as_ref())
+                        .await?
+                        == LeaseExtension::Extended
                 }
                 None => false,
             });
@@ -750,7 +782,12 @@ pub trait Store: Send + Sync + 'static {
     async fn list_schedules(&self, owner: &str) -> StoreResult<Vec<ScheduleRow>>;
 
     /// The latest `limit` events of a schedule, oldest first.
-    async fn schedule_events(&self, owner: &str, name: &str, limit: i64) -> StoreResult<Vec<ScheduleEvent>>;
+    async fn schedule_events(
+        &self,
+        owner: &str,
+        name: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ScheduleEvent>>;
 
     /// When the earliest unpaused schedule of any owner is due next; `None` when none is.
     async fn next_schedule_fire_at(&self) -> StoreResult<Option<DateTime<Utc>>>;
@@ -780,41 +817,65 @@ pub trait StoreTx: Send {
         attempt: &NewAttempt,
         events: &[NewEvent],
     ) -> StoreResult<Option<(JobRow, AttemptRow)>> {
-        let Some(job_row) = self.insert_job(job).await? else { return Ok(None) };
+        let Some(job_row) = self.insert_job(job).await? else {
+            return Ok(None);
+        };
         self.insert_activity(activity).await?;
-        let attempt_row = self
-            .insert_attempt(attempt)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt("a new activity already had a live attempt".into()))?;
+        let attempt_row = self.insert_attempt(attempt).await?.ok_or_else(|| {
+            StoreError::Corrupt("a new activity already had a live attempt".into())
+        })?;
         self.notify_work(&attempt.task_queue).await?;
         self.append_events(events).await?;
         Ok(Some((job_row, attempt_row)))
     }
 
     /// The job holding an idempotency key.
-    async fn job_by_idempotency_key(&mut self, owner: &str, key: &str)
-        -> StoreResult<Option<JobRow>>;
+    async fn job_by_idempotency_key(
+        &mut self,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<JobRow>>;
 
     /// Locks the job of an attempt visible in `scope` and returns it (one round trip
     /// for what `locate_attempt` + `lock_job` would do).
-    async fn lock_job_of_attempt(&mut self, scope: &Scope, attempt_id: Uuid) -> StoreResult<Option<JobRow>>;
+    async fn lock_job_of_attempt(
+        &mut self,
+        scope: &Scope,
+        attempt_id: Uuid,
+    ) -> StoreResult<Option<JobRow>>;
 
     /// Locks the jobs of these attempts (of any owner) and returns each attempt, read
     /// after its job's lock was taken, with its job and the current output contract of
     /// its activity for the job's owner (as [`StoreTx::current_contract`] reads it).
     /// Locks are taken in one order (owner, job id), so two such calls never wait on
     /// each other in a cycle. Attempts that do not exist are left out.
-    async fn lock_jobs_of_attempts(&mut self, attempt_ids: &[Uuid]) -> StoreResult<Vec<LockedAttempt>> {
+    async fn lock_jobs_of_attempts(
+        &mut self,
+        attempt_ids: &[Uuid],
+    ) -> StoreResult<Vec<LockedAttempt>> {
         let mut locked: Vec<LockedAttempt> = Vec::with_capacity(attempt_ids.len());
         for &id in attempt_ids {
-            let Some(job) = self.lock_job_of_attempt(&Scope::AllOwners, id).await? else { continue };
-            let Some(attempt) = self.attempt(&job.owner_id, id).await? else { continue };
-            let known = locked.iter().find(|l| l.job.owner_id == job.owner_id && l.attempt.activity == attempt.activity);
+            let Some(job) = self.lock_job_of_attempt(&Scope::AllOwners, id).await? else {
+                continue;
+            };
+            let Some(attempt) = self.attempt(&job.owner_id, id).await? else {
+                continue;
+            };
+            let known = locked
+                .iter()
+                .find(|l| l.job.owner_id == job.owner_id && l.attempt.activity == attempt.activity);
             let contract = match known {
                 Some(l) => l.contract.clone(),
-                None => self.current_contract(&job.owner_id, &attempt.activity).await?,
+                None => {
+                    self.current_contract(&job.owner_id, &attempt.activity)
+                        .await?
+                }
             };
-            locked.push(LockedAttempt { job, attempt, contract });
+            locked.push(LockedAttempt {
+                job,
+                attempt,
+                contract,
+            });
         }
         Ok(locked)
     }
@@ -869,16 +930,26 @@ pub trait StoreTx: Send {
     async fn insert_activity(&mut self, activity: &NewActivity) -> StoreResult<()>;
 
     /// An activity by id.
-    async fn activity(&mut self, owner: &str, activity_id: Uuid)
-        -> StoreResult<Option<ActivityRow>>;
+    async fn activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Option<ActivityRow>>;
 
     /// An activity by its position in the job.
-    async fn activity_by_seq(&mut self, owner: &str, job_id: Uuid, seq: i32)
-        -> StoreResult<Option<ActivityRow>>;
+    async fn activity_by_seq(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i32,
+    ) -> StoreResult<Option<ActivityRow>>;
 
     /// A job's activities in order.
-    async fn activities_of_job(&mut self, owner: &str, job_id: Uuid)
-        -> StoreResult<Vec<ActivityRow>>;
+    async fn activities_of_job(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+    ) -> StoreResult<Vec<ActivityRow>>;
 
     /// Moves an activity between open statuses when it is in one of `from`.
     async fn set_activity_status(
@@ -916,23 +987,49 @@ pub trait StoreTx: Send {
         from: &[AttemptStatus],
         result: &Value,
     ) -> StoreResult<(bool, bool)> {
-        if !self.commit_activity_result(owner, activity_id, read_version, attempt_id, result).await? {
+        if !self
+            .commit_activity_result(owner, activity_id, read_version, attempt_id, result)
+            .await?
+        {
             return Ok((false, false));
         }
-        self.finish_attempt(owner, attempt_id, from, AttemptStatus::Succeeded, None, Some(CompletionOutcome::Won)).await?;
-        let job_won = self.commit_job_result(owner, job_id, job_version, Some(attempt_id), result).await?;
+        self.finish_attempt(
+            owner,
+            attempt_id,
+            from,
+            AttemptStatus::Succeeded,
+            None,
+            Some(CompletionOutcome::Won),
+        )
+        .await?;
+        let job_won = self
+            .commit_job_result(owner, job_id, job_version, Some(attempt_id), result)
+            .await?;
         Ok((true, job_won))
     }
 
     /// [`StoreTx::commit_activity_job_result`] for results of distinct jobs at once, each
     /// with its own CAS: one answer per result, in order. The caller holds every job's
     /// lock.
-    async fn commit_activity_job_results(&mut self, wins: &[WinningResult], from: &[AttemptStatus]) -> StoreResult<Vec<(bool, bool)>> {
+    async fn commit_activity_job_results(
+        &mut self,
+        wins: &[WinningResult],
+        from: &[AttemptStatus],
+    ) -> StoreResult<Vec<(bool, bool)>> {
         let mut taken = Vec::with_capacity(wins.len());
         for w in wins {
             taken.push(
-                self.commit_activity_job_result(&w.owner_id, w.job_id, w.job_version, w.activity_id, w.read_version, w.attempt_id, from, &w.result)
-                    .await?,
+                self.commit_activity_job_result(
+                    &w.owner_id,
+                    w.job_id,
+                    w.job_version,
+                    w.activity_id,
+                    w.read_version,
+                    w.attempt_id,
+                    from,
+                    &w.result,
+                )
+                .await?,
             );
         }
         Ok(taken)
@@ -956,8 +1053,11 @@ pub trait StoreTx: Send {
     async fn attempt(&mut self, owner: &str, attempt_id: Uuid) -> StoreResult<Option<AttemptRow>>;
 
     /// An activity's attempts in number order.
-    async fn attempts_of_activity(&mut self, owner: &str, activity_id: Uuid)
-        -> StoreResult<Vec<AttemptRow>>;
+    async fn attempts_of_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Vec<AttemptRow>>;
 
     /// Ends an attempt that is in one of `from`, recording its error and what its
     /// completion answered.
@@ -1011,8 +1111,11 @@ pub trait StoreTx: Send {
     async fn append_events(&mut self, events: &[NewEvent]) -> StoreResult<()>;
 
     /// The current output contract of an activity for an owner (its own, else `*`'s).
-    async fn current_contract(&mut self, owner: &str, activity: &str)
-        -> StoreResult<Option<Contract>>;
+    async fn current_contract(
+        &mut self,
+        owner: &str,
+        activity: &str,
+    ) -> StoreResult<Option<Contract>>;
 
     /// The latest certification of a provider for a contract hash (the owner's own,
     /// else `*`'s).
@@ -1031,21 +1134,40 @@ pub trait StoreTx: Send {
 
     /// Hands out up to `filter.limit` workflow tasks (ready and unleased, or with an
     /// expired lease), each with a fresh lease token. Locks their jobs without waiting.
-    async fn claim_workflow_tasks(&mut self, filter: &WorkflowClaimFilter) -> StoreResult<Vec<JobRow>>;
+    async fn claim_workflow_tasks(
+        &mut self,
+        filter: &WorkflowClaimFilter,
+    ) -> StoreResult<Vec<JobRow>>;
 
     /// Workflow-task CAS: ends the task held by `token` if the job's version is still
     /// `read_version` (moving it); `false` for a stale or duplicated task.
-    async fn complete_workflow_task(&mut self, owner: &str, job_id: Uuid, token: Uuid, read_version: i64)
-        -> StoreResult<bool>;
+    async fn complete_workflow_task(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        token: Uuid,
+        read_version: i64,
+    ) -> StoreResult<bool>;
 
     /// Marks a workflow job ready for its next task and wakes pollers.
     async fn mark_workflow_ready(&mut self, owner: &str, job_id: Uuid) -> StoreResult<()>;
 
     /// Parks a workflow job with a visible error: no more workflow tasks.
-    async fn park_workflow(&mut self, owner: &str, job_id: Uuid, error: &ErrorInfo) -> StoreResult<()>;
+    async fn park_workflow(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        error: &ErrorInfo,
+    ) -> StoreResult<()>;
 
     /// Starts a timer at a position unless one is there; `false` when it was.
-    async fn insert_timer(&mut self, owner: &str, job_id: Uuid, seq: i32, delay_ms: u64) -> StoreResult<bool>;
+    async fn insert_timer(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i32,
+        delay_ms: u64,
+    ) -> StoreResult<bool>;
 
     /// A job's timers by position.
     async fn timers_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<TimerRow>>;
@@ -1078,7 +1200,11 @@ pub trait StoreTx: Send {
     async fn delete_schedule(&mut self, owner: &str, name: &str) -> StoreResult<bool>;
 
     /// Locks (without waiting) up to `limit` unpaused schedules due at `now`, earliest first.
-    async fn lock_due_schedules(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ScheduleRow>>;
+    async fn lock_due_schedules(
+        &mut self,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<ScheduleRow>>;
 
     /// The status of a job of `owner`, without locking it.
     async fn job_status(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobStatus>>;

@@ -2,26 +2,28 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex as StdMutex, OnceLock};
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Row, Transaction};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use sqlx::{Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use super::{
-    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, LeaseRenewal, LockedAttempt, PrunedJobs, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, ReplayedJob, ScheduleRow, Store,
-    StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult, WorkflowClaimFilter,
+    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord,
+    JobQuery, JobRow, LeaseExtension, LeaseRenewal, LockedAttempt, NewActivity, NewActivityJob,
+    NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, PrunedJobs, ReplayedJob,
+    ScheduleRow, Store, StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult,
+    WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
     ActivityStatus, ActivityView, AttemptStatus, AttemptView, Certification, CompletionOutcome,
-    Contract, ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, Scope, ScheduleEvent, ScheduleView,
-    StuckAttempt,
+    Contract, ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, ScheduleEvent, ScheduleView,
+    Scope, StuckAttempt,
 };
 
 /// The migrations of `migrations/postgres`, embedded in the binary.
@@ -78,7 +80,11 @@ impl WorkBell {
         loop {
             self.ring.notified().await;
             while self.pending.swap(false, Ordering::AcqRel) {
-                if let Err(e) = sqlx::query("SELECT pg_notify($1, '')").bind(WORK_CHANNEL).execute(&self.pool).await {
+                if let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
+                    .bind(WORK_CHANNEL)
+                    .execute(&self.pool)
+                    .await
+                {
                     tracing::debug!(error = %e, "NOTIFY failed; pollers fall back to re-checking");
                 }
                 // Rings during the gap are merged into the next NOTIFY: a busy engine sends
@@ -97,7 +103,10 @@ pub const PING_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(
 impl PgStore {
     /// Wraps an existing pool.
     pub fn new(pool: PgPool) -> Self {
-        PgStore { bell: WorkBell::new(pool.clone()), pool }
+        PgStore {
+            bell: WorkBell::new(pool.clone()),
+            pool,
+        }
     }
 
     /// Connects to `url` with a pool of at most `max_connections`. A connection that sat
@@ -256,7 +265,8 @@ const SCHEDULE_COLUMNS: &str = "owner_id, name, cron, timezone, job, overlap, ca
 
 fn schedule_row(row: &PgRow) -> StoreResult<ScheduleRow> {
     let overlap: String = row.try_get("overlap")?;
-    let count = |column: &str| -> StoreResult<u64> { Ok(row.try_get::<i64, _>(column)?.max(0) as u64) };
+    let count =
+        |column: &str| -> StoreResult<u64> { Ok(row.try_get::<i64, _>(column)?.max(0) as u64) };
     Ok(ScheduleRow {
         view: ScheduleView {
             name: row.try_get("name")?,
@@ -297,7 +307,10 @@ impl<'r> Cols<'r> {
         Cols { row, prefix: "" }
     }
 
-    fn get<T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>>(&self, column: &str) -> Result<T, sqlx::Error> {
+    fn get<T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>>(
+        &self,
+        column: &str,
+    ) -> Result<T, sqlx::Error> {
         match self.prefix {
             "" => self.row.try_get(column),
             prefix => self.row.try_get(format!("{prefix}{column}").as_str()),
@@ -307,7 +320,9 @@ impl<'r> Cols<'r> {
     fn json_error(&self, column: &str) -> StoreResult<Option<ErrorInfo>> {
         let value: Option<Value> = self.get(column)?;
         value
-            .map(|v| serde_json::from_value(v).map_err(|e| StoreError::Corrupt(format!("{column}: {e}"))))
+            .map(|v| {
+                serde_json::from_value(v).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
+            })
             .transpose()
     }
 }
@@ -315,7 +330,11 @@ impl<'r> Cols<'r> {
 /// `columns` of the table aliased `alias`, each renamed `{prefix}{column}` (read back
 /// with [`Cols`] under that prefix).
 fn prefixed(columns: &str, alias: &str, prefix: &str) -> String {
-    columns.split(',').map(|c| format!("{alias}.{c} AS {prefix}{c}", c = c.trim())).collect::<Vec<_>>().join(", ")
+    columns
+        .split(',')
+        .map(|c| format!("{alias}.{c} AS {prefix}{c}", c = c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn job_row(row: &PgRow) -> StoreResult<JobRow> {
@@ -367,7 +386,8 @@ fn activity_row_in(row: Cols) -> StoreResult<ActivityRow> {
             .map_err(|e| StoreError::Corrupt(format!("activity options: {e}")))?,
         task_queue: row.get("task_queue")?,
         input: row.get("input")?,
-        status: ActivityStatus::parse(&status).ok_or_else(|| corrupt("activity status", &status))?,
+        status: ActivityStatus::parse(&status)
+            .ok_or_else(|| corrupt("activity status", &status))?,
         version: row.get("version")?,
         completed_by: row.get("completed_by")?,
         result: row.get("result")?,
@@ -486,21 +506,30 @@ async fn assemble_views(pool: &PgPool, jobs: Vec<JobRow>) -> StoreResult<Vec<Job
     let owners: Vec<String> = jobs.iter().map(|j| j.owner_id.clone()).collect();
     let ids: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
     let activity_rows = sqlx::query(&ACTIVITIES_OF_JOBS_SQL)
-    .bind(&owners)
-    .bind(&ids)
-    .fetch_all(pool)
-    .await?;
-    let activities: Vec<ActivityRow> = activity_rows.iter().map(activity_row).collect::<StoreResult<_>>()?;
+        .bind(&owners)
+        .bind(&ids)
+        .fetch_all(pool)
+        .await?;
+    let activities: Vec<ActivityRow> = activity_rows
+        .iter()
+        .map(activity_row)
+        .collect::<StoreResult<_>>()?;
     // By activity, on the (owner, activity, number) key: no index leads with the job.
     let activity_owners: Vec<&str> = activities.iter().map(|a| a.owner_id.as_str()).collect();
     let activity_ids: Vec<Uuid> = activities.iter().map(|a| a.id).collect();
     let attempt_rows = sqlx::query(&ATTEMPTS_OF_ACTIVITIES_SQL)
-    .bind(&activity_owners)
-    .bind(&activity_ids)
-    .fetch_all(pool)
-    .await?;
-    let attempts: Vec<AttemptRow> = attempt_rows.iter().map(attempt_row).collect::<StoreResult<_>>()?;
-    Ok(jobs.into_iter().map(|job| view_of(job, &activities, &attempts)).collect())
+        .bind(&activity_owners)
+        .bind(&activity_ids)
+        .fetch_all(pool)
+        .await?;
+    let attempts: Vec<AttemptRow> = attempt_rows
+        .iter()
+        .map(attempt_row)
+        .collect::<StoreResult<_>>()?;
+    Ok(jobs
+        .into_iter()
+        .map(|job| view_of(job, &activities, &attempts))
+        .collect())
 }
 
 /// A job's view, with those of `activities` and `attempts` that are its own.
@@ -547,7 +576,11 @@ fn view_of(job: JobRow, activities: &[ActivityRow], attempts: &[AttemptRow]) -> 
 #[async_trait]
 impl Store for PgStore {
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx>> {
-        Ok(Box::new(PgTx { tx: self.pool.begin_with(BEGIN_TRANSACTION_SQL).await?, bell: self.bell.clone(), wake: false }))
+        Ok(Box::new(PgTx {
+            tx: self.pool.begin_with(BEGIN_TRANSACTION_SQL).await?,
+            bell: self.bell.clone(),
+            wake: false,
+        }))
     }
 
     /// Transactions on separate connections run at the same time, each under its own
@@ -571,7 +604,10 @@ impl Store for PgStore {
         Ok(inserted)
     }
 
-    async fn insert_activity_jobs_now(&self, jobs: &[NewActivityJob]) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
+    async fn insert_activity_jobs_now(
+        &self,
+        jobs: &[NewActivityJob],
+    ) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
         // One autocommit statement: each job all or nothing, keys taken insert nothing.
         let answers = insert_activity_jobs_on(&self.pool, jobs).await?;
         if answers.iter().any(Option::is_some) {
@@ -605,7 +641,10 @@ impl Store for PgStore {
         .fetch_optional(&self.pool)
         .await?;
         row.map(|r| {
-            Ok(AttemptLocation { owner_id: r.try_get("owner_id")?, job_id: r.try_get("job_id")? })
+            Ok(AttemptLocation {
+                owner_id: r.try_get("owner_id")?,
+                job_id: r.try_get("job_id")?,
+            })
         })
         .transpose()
     }
@@ -631,7 +670,9 @@ impl Store for PgStore {
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
-        Ok(assemble_views(&self.pool, vec![job_row(&row)?]).await?.pop())
+        Ok(assemble_views(&self.pool, vec![job_row(&row)?])
+            .await?
+            .pop())
     }
 
     async fn job_views(&self, jobs: &[(String, Uuid)]) -> StoreResult<Vec<JobView>> {
@@ -652,7 +693,10 @@ impl Store for PgStore {
     }
 
     async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Vec<ReplayedJob>> {
-        let mut keys: Vec<(&str, &str)> = replays.iter().map(|r| (r.owner_id.as_str(), r.idempotency_key.as_str())).collect();
+        let mut keys: Vec<(&str, &str)> = replays
+            .iter()
+            .map(|r| (r.owner_id.as_str(), r.idempotency_key.as_str()))
+            .collect();
         keys.sort();
         keys.dedup();
         let (key_owners, key_names): (Vec<&str>, Vec<&str>) = keys.into_iter().unzip();
@@ -677,10 +721,15 @@ impl Store for PgStore {
         let mut replayed: Vec<(JobRow, Vec<ActivityRow>, Vec<AttemptRow>)> = Vec::new();
         for row in &rows {
             let job = job_row_in(Cols { row, prefix: "j_" })?;
-            if replayed.last().is_none_or(|(last, _, _)| (&last.owner_id, last.id) != (&job.owner_id, job.id)) {
+            if replayed
+                .last()
+                .is_none_or(|(last, _, _)| (&last.owner_id, last.id) != (&job.owner_id, job.id))
+            {
                 replayed.push((job, Vec::new(), Vec::new()));
             }
-            let Some((_, activities, attempts)) = replayed.last_mut() else { continue };
+            let Some((_, activities, attempts)) = replayed.last_mut() else {
+                continue;
+            };
             let activity_id: Option<Uuid> = row.try_get("a_id")?;
             if activity_id.is_some() && activities.last().map(|a| a.id) != activity_id {
                 activities.push(activity_row_in(Cols { row, prefix: "a_" })?);
@@ -692,16 +741,17 @@ impl Store for PgStore {
         }
         Ok(replayed
             .into_iter()
-            .map(|(job, activities, attempts)| ReplayedJob { view: Some(view_of(job.clone(), &activities, &attempts)), job })
+            .map(|(job, activities, attempts)| ReplayedJob {
+                view: Some(view_of(job.clone(), &activities, &attempts)),
+                job,
+            })
             .collect())
     }
 
-    async fn job_events(
-        &self,
-        scope: &Scope,
-        job_id: Uuid,
-    ) -> StoreResult<Option<Vec<JobEvent>>> {
-        let Some(owner) = self.job_owner(scope, job_id).await? else { return Ok(None) };
+    async fn job_events(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<Vec<JobEvent>>> {
+        let Some(owner) = self.job_owner(scope, job_id).await? else {
+            return Ok(None);
+        };
         let rows = sqlx::query(
             "SELECT seq, at, type, attempt_id, actor, data FROM job_events
              WHERE owner_id = $1 AND job_id = $2 ORDER BY seq",
@@ -763,11 +813,19 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|r| Ok(ContractRecord { contract: contract_row(r)?, registered_at: r.try_get("registered_at")? }))
+            .map(|r| {
+                Ok(ContractRecord {
+                    contract: contract_row(r)?,
+                    registered_at: r.try_get("registered_at")?,
+                })
+            })
             .collect()
     }
 
-    async fn latest_certifications(&self, owners: Option<&[String]>) -> StoreResult<Vec<Certification>> {
+    async fn latest_certifications(
+        &self,
+        owners: Option<&[String]>,
+    ) -> StoreResult<Vec<Certification>> {
         // Only the latest certification of a provider for a contract hash counts.
         let rows = sqlx::query(
             "SELECT DISTINCT ON (owner_id, activity, contract_hash, provider)
@@ -816,12 +874,14 @@ impl Store for PgStore {
 
     async fn live_attempt_counts(&self) -> StoreResult<(Vec<(String, i64)>, i64)> {
         // Served by the partial index of live attempts, whatever the history.
-        let rows = sqlx::query(
-            "SELECT status, count(*) AS n FROM attempts WHERE live GROUP BY status",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        let live = rows.iter().map(|r| Ok((r.try_get("status")?, r.try_get("n")?))).collect::<StoreResult<Vec<_>>>()?;
+        let rows =
+            sqlx::query("SELECT status, count(*) AS n FROM attempts WHERE live GROUP BY status")
+                .fetch_all(&self.pool)
+                .await?;
+        let live = rows
+            .iter()
+            .map(|r| Ok((r.try_get("status")?, r.try_get("n")?)))
+            .collect::<StoreResult<Vec<_>>>()?;
         let oldest: Option<f64> = sqlx::query_scalar(
             "SELECT extract(epoch FROM now() - min(unknown_at))::float8 FROM attempts WHERE status = 'unknown'",
         )
@@ -830,7 +890,11 @@ impl Store for PgStore {
         Ok((live, oldest.unwrap_or(0.0).max(0.0) as i64))
     }
 
-    async fn prune_schedule_events(&self, retention: std::time::Duration, limit: i64) -> StoreResult<u64> {
+    async fn prune_schedule_events(
+        &self,
+        retention: std::time::Duration,
+        limit: i64,
+    ) -> StoreResult<u64> {
         let deleted = sqlx::query(
             // Retention: only events older than the retention, oldest first (schedule_events_by_time).
             "DELETE FROM schedule_events WHERE ctid = ANY (ARRAY(
@@ -843,7 +907,12 @@ impl Store for PgStore {
         Ok(deleted.rows_affected())
     }
 
-    async fn prune_finished_jobs(&self, retention: std::time::Duration, limit: i64, after: Option<Uuid>) -> StoreResult<PrunedJobs> {
+    async fn prune_finished_jobs(
+        &self,
+        retention: std::time::Duration,
+        limit: i64,
+        after: Option<Uuid>,
+    ) -> StoreResult<PrunedJobs> {
         let mut tx = self.pool.begin().await?;
         let doomed: Vec<(String, Uuid)> = sqlx::query_as(LOCK_PRUNABLE_JOBS_SQL)
             .bind(retention.as_secs_f64())
@@ -855,9 +924,17 @@ impl Store for PgStore {
             return Ok(PrunedJobs::default());
         }
         let (owners, ids): (Vec<String>, Vec<Uuid>) = doomed.into_iter().unzip();
-        let pruned: i64 = sqlx::query_scalar(DELETE_PRUNED_JOBS_SQL).bind(&owners).bind(&ids).fetch_one(&mut *tx).await?;
+        let pruned: i64 = sqlx::query_scalar(DELETE_PRUNED_JOBS_SQL)
+            .bind(&owners)
+            .bind(&ids)
+            .fetch_one(&mut *tx)
+            .await?;
         tx.commit().await?;
-        Ok(PrunedJobs { deleted: u64::try_from(pruned).unwrap_or(0), chosen: ids.len() as u64, last: ids.iter().max().copied() })
+        Ok(PrunedJobs {
+            deleted: u64::try_from(pruned).unwrap_or(0),
+            chosen: ids.len() as u64,
+            last: ids.iter().max().copied(),
+        })
     }
 
     async fn extend_lease(
@@ -913,7 +990,11 @@ impl Store for PgStore {
             .await?;
         let mut extended = Vec::with_capacity(rows.len());
         for row in rows {
-            extended.push((row.try_get::<Uuid, _>("id")?, row.try_get::<Uuid, _>("lease_token")?, row.try_get::<String, _>("owner_id")?));
+            extended.push((
+                row.try_get::<Uuid, _>("id")?,
+                row.try_get::<Uuid, _>("lease_token")?,
+                row.try_get::<String, _>("owner_id")?,
+            ));
         }
         // A renewal counts only with the token and the owner it presented: one with a wrong
         // token, or from another owner's scope, for an attempt another renewal extended was
@@ -922,7 +1003,9 @@ impl Store for PgStore {
             .iter()
             .map(|r| {
                 extended.iter().any(|(id, token, owner)| {
-                    *id == r.attempt_id && *token == r.token && r.owner.as_deref().is_none_or(|o| o == owner)
+                    *id == r.attempt_id
+                        && *token == r.token
+                        && r.owner.as_deref().is_none_or(|o| o == owner)
                 })
             })
             .collect())
@@ -965,13 +1048,15 @@ impl Store for PgStore {
     }
 
     async fn insert_token(&self, token: &TokenRow) -> StoreResult<()> {
-        sqlx::query("INSERT INTO api_tokens (owner_id, id, role, token_hash) VALUES ($1, $2, $3, $4)")
-            .bind(&token.owner_id)
-            .bind(token.id)
-            .bind(token.role.as_str())
-            .bind(&token.token_hash)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "INSERT INTO api_tokens (owner_id, id, role, token_hash) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&token.owner_id)
+        .bind(token.id)
+        .bind(token.role.as_str())
+        .bind(&token.token_hash)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -1000,31 +1085,42 @@ impl Store for PgStore {
     }
 
     async fn revoke_token(&self, token_id: Uuid) -> StoreResult<bool> {
-        let done = sqlx::query("UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL")
-            .bind(token_id)
-            .execute(&self.pool)
-            .await?;
+        let done = sqlx::query(
+            "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+        )
+        .bind(token_id)
+        .execute(&self.pool)
+        .await?;
         Ok(done.rows_affected() > 0)
     }
 
     async fn schedule(&self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>> {
-        let row = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = $1 AND name = $2"))
-            .bind(owner)
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = $1 AND name = $2"
+        ))
+        .bind(owner)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(schedule_row).transpose()
     }
 
     async fn list_schedules(&self, owner: &str) -> StoreResult<Vec<ScheduleRow>> {
-        let rows = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = $1 ORDER BY name"))
-            .bind(owner)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = $1 ORDER BY name"
+        ))
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter().map(schedule_row).collect()
     }
 
-    async fn schedule_events(&self, owner: &str, name: &str, limit: i64) -> StoreResult<Vec<ScheduleEvent>> {
+    async fn schedule_events(
+        &self,
+        owner: &str,
+        name: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ScheduleEvent>> {
         let rows = sqlx::query(
             "SELECT * FROM (SELECT id, at, type, tick_at, job_id, data FROM schedule_events
                             WHERE owner_id = $1 AND schedule_name = $2 ORDER BY id DESC LIMIT $3) latest
@@ -1050,9 +1146,11 @@ impl Store for PgStore {
     }
 
     async fn next_schedule_fire_at(&self) -> StoreResult<Option<chrono::DateTime<chrono::Utc>>> {
-        Ok(sqlx::query_scalar("SELECT min(next_fire_at) FROM schedules WHERE NOT paused")
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(
+            sqlx::query_scalar("SELECT min(next_fire_at) FROM schedules WHERE NOT paused")
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
@@ -1193,7 +1291,7 @@ pub static CLAIM_ATTEMPTS_SQL: LazyLock<String> = LazyLock::new(|| {
 /// Dispatch of workflow tasks (`$1` queue, `$2` workflows, `$3` owner or NULL, `$4` limit, `$5` worker, `$6` lease seconds).
 pub static CLAIM_WORKFLOW_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-            "WITH picked AS (
+        "WITH picked AS (
                  SELECT owner_id, id FROM jobs
                  -- wf_open: the partial index's predicate (see the hot_job_updates migration).
                  WHERE wf_open AND status IN ('queued', 'running')
@@ -1213,8 +1311,12 @@ pub static CLAIM_WORKFLOW_TASKS_SQL: LazyLock<String> = LazyLock::new(|| {
              FROM picked p
              WHERE j.owner_id = p.owner_id AND j.id = p.id
              RETURNING {}",
-            JOB_COLUMNS.split(", ").map(|c| format!("j.{}", c.trim())).collect::<Vec<_>>().join(", ")
-        )
+        JOB_COLUMNS
+            .split(", ")
+            .map(|c| format!("j.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 });
 
 /// The winning commits of a batch of results of distinct activity jobs, each with the
@@ -1455,7 +1557,8 @@ pub static DUE_TIMERS_SQL: LazyLock<String> = LazyLock::new(|| {
              WHERE t.fired_at IS NULL AND t.fire_at <= now()
              ORDER BY t.fire_at
              LIMIT $1
-             FOR UPDATE OF j, t SKIP LOCKED".to_owned()
+             FOR UPDATE OF j, t SKIP LOCKED"
+        .to_owned()
 });
 
 /// The lease reaper (`$1` limit).
@@ -1465,7 +1568,8 @@ pub static EXPIRED_LEASES_SQL: LazyLock<String> = LazyLock::new(|| {
              WHERE a.status = 'started' AND a.lease_expires_at < now()
              ORDER BY a.lease_expires_at
              LIMIT $1
-             FOR UPDATE OF j, a SKIP LOCKED".to_owned()
+             FOR UPDATE OF j, a SKIP LOCKED"
+        .to_owned()
 });
 
 /// Schedule-to-start expiry (`$1` limit).
@@ -1559,7 +1663,11 @@ async fn insert_activity_job_on<'e, E: sqlx::PgExecutor<'e>>(
 /// The submission of an activity job in one statement: job (dedup insert), activity 0,
 /// attempt 1 and the job's first events, each inserted only from the row before it.
 static INSERT_ACTIVITY_JOB_SQL: LazyLock<String> = LazyLock::new(|| {
-    let attempt_columns: String = ATTEMPT_COLUMNS.split(',').map(|c| format!("t.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    let attempt_columns: String = ATTEMPT_COLUMNS
+        .split(',')
+        .map(|c| format!("t.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         "WITH j AS (
              INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, activity, task_queue, input, wf_ready)
@@ -1593,25 +1701,75 @@ static INSERT_ACTIVITY_JOB_SQL: LazyLock<String> = LazyLock::new(|| {
 /// [`INSERT_ACTIVITY_JOBS_SQL`]: many submissions in one autocommit statement. Jobs go in
 /// sorted by (owner, key), so two such statements never wait on each other's keys in
 /// opposite orders; a key given twice is inserted once (the later ones answer `None`).
-async fn insert_activity_jobs_on(pool: &PgPool, jobs: &[NewActivityJob]) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
+async fn insert_activity_jobs_on(
+    pool: &PgPool,
+    jobs: &[NewActivityJob],
+) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&x, &y| {
-        (&jobs[x].job.owner_id, &jobs[x].job.idempotency_key).cmp(&(&jobs[y].job.owner_id, &jobs[y].job.idempotency_key))
+        (&jobs[x].job.owner_id, &jobs[x].job.idempotency_key)
+            .cmp(&(&jobs[y].job.owner_id, &jobs[y].job.idempotency_key))
     });
     order.dedup_by(|&mut later, &mut earlier| {
-        jobs[later].job.owner_id == jobs[earlier].job.owner_id && jobs[later].job.idempotency_key == jobs[earlier].job.idempotency_key
+        jobs[later].job.owner_id == jobs[earlier].job.owner_id
+            && jobs[later].job.idempotency_key == jobs[earlier].job.idempotency_key
     });
     let n = order.len();
-    let (mut owners, mut ids, mut keys, mut fingerprints, mut kinds, mut activities, mut queues, mut inputs) =
-        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n),
-         Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut activity_ids, mut providers, mut options, mut activity_inputs, mut attempt_ids, mut numbers, mut first_providers, mut delays, mut start_timeouts) =
-        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n),
-         Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut ev_jobs, mut ev_seqs, mut ev_kinds, mut ev_attempts, mut ev_actors, mut ev_data) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (
+        mut owners,
+        mut ids,
+        mut keys,
+        mut fingerprints,
+        mut kinds,
+        mut activities,
+        mut queues,
+        mut inputs,
+    ) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (
+        mut activity_ids,
+        mut providers,
+        mut options,
+        mut activity_inputs,
+        mut attempt_ids,
+        mut numbers,
+        mut first_providers,
+        mut delays,
+        mut start_timeouts,
+    ) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut ev_jobs, mut ev_seqs, mut ev_kinds, mut ev_attempts, mut ev_actors, mut ev_data) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for &k in &order {
-        let NewActivityJob { job, activity, attempt, events } = &jobs[k];
+        let NewActivityJob {
+            job,
+            activity,
+            attempt,
+            events,
+        } = &jobs[k];
         owners.push(job.owner_id.as_str());
         ids.push(job.id);
         keys.push(job.idempotency_key.as_str());
@@ -1670,7 +1828,9 @@ async fn insert_activity_jobs_on(pool: &PgPool, jobs: &[NewActivityJob]) -> Stor
     for row in &rows {
         let attempt = attempt_row(row)?;
         let Some(&k) = order.iter().find(|&&k| jobs[k].job.id == attempt.job_id) else {
-            return Err(StoreError::Corrupt("a batched submission returned a job it was not given".into()));
+            return Err(StoreError::Corrupt(
+                "a batched submission returned a job it was not given".into(),
+            ));
         };
         answers[k] = Some((inserted_job_row(&jobs[k].job, row)?, attempt));
     }
@@ -1680,7 +1840,11 @@ async fn insert_activity_jobs_on(pool: &PgPool, jobs: &[NewActivityJob]) -> Stor
 /// Many submissions of activity jobs in one statement: [`INSERT_ACTIVITY_JOB_SQL`] over
 /// arrays, one element per job (`$1`–`$17`), and the events of every job (`$18`–`$23`).
 static INSERT_ACTIVITY_JOBS_SQL: LazyLock<String> = LazyLock::new(|| {
-    let attempt_columns: String = ATTEMPT_COLUMNS.split(',').map(|c| format!("t.{}", c.trim())).collect::<Vec<_>>().join(", ");
+    let attempt_columns: String = ATTEMPT_COLUMNS
+        .split(',')
+        .map(|c| format!("t.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         "WITH i AS (
              SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -1774,14 +1938,19 @@ impl StoreTx for PgTx {
         attempt: &NewAttempt,
         events: &[NewEvent],
     ) -> StoreResult<Option<(JobRow, AttemptRow)>> {
-        let inserted = insert_activity_job_on(&mut *self.tx, job, activity, attempt, events).await?;
+        let inserted =
+            insert_activity_job_on(&mut *self.tx, job, activity, attempt, events).await?;
         if inserted.is_some() {
             self.wake = true;
         }
         Ok(inserted)
     }
 
-    async fn job_by_idempotency_key(&mut self, owner: &str, key: &str) -> StoreResult<Option<JobRow>> {
+    async fn job_by_idempotency_key(
+        &mut self,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<JobRow>> {
         let row = sqlx::query(&format!(
             // By key on jobs_one_per_idempotency_key, the owner as a filter (ARRAY_LOOKUPS).
             "SELECT {JOB_COLUMNS} FROM jobs WHERE idempotency_key = $2 AND (owner_id = $1) IS TRUE"
@@ -1793,7 +1962,11 @@ impl StoreTx for PgTx {
         row.as_ref().map(job_row).transpose()
     }
 
-    async fn lock_job_of_attempt(&mut self, scope: &Scope, attempt_id: Uuid) -> StoreResult<Option<JobRow>> {
+    async fn lock_job_of_attempt(
+        &mut self,
+        scope: &Scope,
+        attempt_id: Uuid,
+    ) -> StoreResult<Option<JobRow>> {
         // Owner isolation: an attempt outside the scope is not found.
         let row = sqlx::query(&format!(
             "SELECT {JOB_COLUMNS} FROM jobs
@@ -1808,17 +1981,25 @@ impl StoreTx for PgTx {
         row.as_ref().map(job_row).transpose()
     }
 
-    async fn lock_jobs_of_attempts(&mut self, attempt_ids: &[Uuid]) -> StoreResult<Vec<LockedAttempt>> {
+    async fn lock_jobs_of_attempts(
+        &mut self,
+        attempt_ids: &[Uuid],
+    ) -> StoreResult<Vec<LockedAttempt>> {
         // Locking discipline: the jobs first, in (owner, id) order, so that batches never
         // wait on each other in a cycle; each attempt is read once its job is held.
-        let rows = sqlx::query(&LOCK_JOBS_OF_ATTEMPTS_SQL).bind(attempt_ids).fetch_all(&mut *self.tx).await?;
+        let rows = sqlx::query(&LOCK_JOBS_OF_ATTEMPTS_SQL)
+            .bind(attempt_ids)
+            .fetch_all(&mut *self.tx)
+            .await?;
         rows.iter()
             .map(|row| {
                 let contract: Option<String> = row.try_get("c_contract_hash")?;
                 Ok(LockedAttempt {
                     job: job_row_in(Cols { row, prefix: "j_" })?,
                     attempt: attempt_row(row)?,
-                    contract: contract.map(|_| contract_row_in(Cols { row, prefix: "c_" })).transpose()?,
+                    contract: contract
+                        .map(|_| contract_row_in(Cols { row, prefix: "c_" }))
+                        .transpose()?,
                 })
             })
             .collect()
@@ -1921,7 +2102,11 @@ impl StoreTx for PgTx {
         Ok(())
     }
 
-    async fn activity(&mut self, owner: &str, activity_id: Uuid) -> StoreResult<Option<ActivityRow>> {
+    async fn activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Option<ActivityRow>> {
         let row = sqlx::query(&format!(
             "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = $1 AND id = $2"
         ))
@@ -1950,7 +2135,11 @@ impl StoreTx for PgTx {
         row.as_ref().map(activity_row).transpose()
     }
 
-    async fn activities_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<ActivityRow>> {
+    async fn activities_of_job(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+    ) -> StoreResult<Vec<ActivityRow>> {
         // By job on activities_one_per_seq, the owner as a filter (ARRAY_LOOKUPS).
         let rows = sqlx::query(&format!(
             "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE job_id = $2 AND (owner_id = $1) IS TRUE ORDER BY seq"
@@ -2061,7 +2250,11 @@ impl StoreTx for PgTx {
         Ok((row.try_get("activity_won")?, row.try_get("job_won")?))
     }
 
-    async fn commit_activity_job_results(&mut self, wins: &[WinningResult], from: &[AttemptStatus]) -> StoreResult<Vec<(bool, bool)>> {
+    async fn commit_activity_job_results(
+        &mut self,
+        wins: &[WinningResult],
+        from: &[AttemptStatus],
+    ) -> StoreResult<Vec<(bool, bool)>> {
         let owners: Vec<&str> = wins.iter().map(|w| w.owner_id.as_str()).collect();
         let jobs: Vec<Uuid> = wins.iter().map(|w| w.job_id).collect();
         let job_versions: Vec<i64> = wins.iter().map(|w| w.job_version).collect();
@@ -2084,7 +2277,9 @@ impl StoreTx for PgTx {
         for row in &rows {
             let at: i64 = row.try_get("ord")?;
             let slot = usize::try_from(at - 1).ok().and_then(|i| taken.get_mut(i));
-            let slot = slot.ok_or_else(|| StoreError::Corrupt("a batched CAS answered a result it was not given".into()))?;
+            let slot = slot.ok_or_else(|| {
+                StoreError::Corrupt("a batched CAS answered a result it was not given".into())
+            })?;
             *slot = (row.try_get("activity_won")?, row.try_get("job_won")?);
         }
         Ok(taken)
@@ -2153,7 +2348,11 @@ impl StoreTx for PgTx {
         row.as_ref().map(attempt_row).transpose()
     }
 
-    async fn attempts_of_activity(&mut self, owner: &str, activity_id: Uuid) -> StoreResult<Vec<AttemptRow>> {
+    async fn attempts_of_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Vec<AttemptRow>> {
         let rows = sqlx::query(&format!(
             "SELECT {ATTEMPT_COLUMNS} FROM attempts
              -- By activity on attempts_one_per_number, the owner as a filter (ARRAY_LOOKUPS).
@@ -2272,7 +2471,10 @@ impl StoreTx for PgTx {
         rows.iter()
             .map(|r| {
                 let was: String = r.try_get("was")?;
-                Ok((r.try_get("id")?, AttemptStatus::parse(&was).ok_or_else(|| corrupt("attempt status", &was))?))
+                Ok((
+                    r.try_get("id")?,
+                    AttemptStatus::parse(&was).ok_or_else(|| corrupt("attempt status", &was))?,
+                ))
             })
             .collect()
     }
@@ -2346,7 +2548,11 @@ impl StoreTx for PgTx {
         Ok(())
     }
 
-    async fn current_contract(&mut self, owner: &str, activity: &str) -> StoreResult<Option<Contract>> {
+    async fn current_contract(
+        &mut self,
+        owner: &str,
+        activity: &str,
+    ) -> StoreResult<Option<Contract>> {
         // The owner's own contract, else the platform's (`*`).
         let row = sqlx::query(
             "SELECT owner_id, activity, contract_hash, output_schema FROM contracts
@@ -2392,14 +2598,14 @@ impl StoreTx for PgTx {
         // Dispatch: SKIP LOCKED hands each scheduled attempt to one worker only; the job
         // row is locked with it (lock order: job before its attempts).
         let rows = sqlx::query(&CLAIM_ATTEMPTS_SQL)
-        .bind(&filter.task_queue)
-        .bind(filter.scope.owner())
-        .bind(&activities)
-        .bind(&providers)
-        .bind(filter.limit)
-        .bind(&filter.worker_id)
-        .fetch_all(&mut *self.tx)
-        .await?;
+            .bind(&filter.task_queue)
+            .bind(filter.scope.owner())
+            .bind(&activities)
+            .bind(&providers)
+            .bind(filter.limit)
+            .bind(&filter.worker_id)
+            .fetch_all(&mut *self.tx)
+            .await?;
         rows.iter()
             .map(|r| {
                 let options: Value = r.try_get("activity_options")?;
@@ -2414,22 +2620,31 @@ impl StoreTx for PgTx {
             .collect()
     }
 
-    async fn claim_workflow_tasks(&mut self, filter: &WorkflowClaimFilter) -> StoreResult<Vec<JobRow>> {
+    async fn claim_workflow_tasks(
+        &mut self,
+        filter: &WorkflowClaimFilter,
+    ) -> StoreResult<Vec<JobRow>> {
         // Dispatch: SKIP LOCKED hands each workflow task to one worker; a task whose
         // lease expired is simply handed out again (workflow code has no side effects).
         let rows = sqlx::query(&CLAIM_WORKFLOW_TASKS_SQL)
-        .bind(&filter.task_queue)
-        .bind(&filter.workflows)
-        .bind(filter.scope.owner())
-        .bind(filter.limit)
-        .bind(&filter.worker_id)
-        .bind(filter.lease_ms as f64 / 1000.0)
-        .fetch_all(&mut *self.tx)
-        .await?;
+            .bind(&filter.task_queue)
+            .bind(&filter.workflows)
+            .bind(filter.scope.owner())
+            .bind(filter.limit)
+            .bind(&filter.worker_id)
+            .bind(filter.lease_ms as f64 / 1000.0)
+            .fetch_all(&mut *self.tx)
+            .await?;
         rows.iter().map(job_row).collect()
     }
 
-    async fn complete_workflow_task(&mut self, owner: &str, job_id: Uuid, token: Uuid, read_version: i64) -> StoreResult<bool> {
+    async fn complete_workflow_task(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        token: Uuid,
+        read_version: i64,
+    ) -> StoreResult<bool> {
         // Workflow-task CAS: only the holder of the current task, on the version it read,
         // applies commands; a duplicated or stale task changes nothing.
         let done = sqlx::query(
@@ -2463,7 +2678,12 @@ impl StoreTx for PgTx {
         Ok(())
     }
 
-    async fn park_workflow(&mut self, owner: &str, job_id: Uuid, error: &ErrorInfo) -> StoreResult<()> {
+    async fn park_workflow(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        error: &ErrorInfo,
+    ) -> StoreResult<()> {
         sqlx::query(
             "UPDATE jobs SET wf_parked = true, error = $3, updated_at = now()
              WHERE owner_id = $1 AND id = $2 AND status IN ('queued', 'running')",
@@ -2476,7 +2696,13 @@ impl StoreTx for PgTx {
         Ok(())
     }
 
-    async fn insert_timer(&mut self, owner: &str, job_id: Uuid, seq: i32, delay_ms: u64) -> StoreResult<bool> {
+    async fn insert_timer(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i32,
+        delay_ms: u64,
+    ) -> StoreResult<bool> {
         let done = sqlx::query(
             "INSERT INTO timers (owner_id, job_id, seq, fire_at)
              VALUES ($1, $2, $3, now() + make_interval(secs => $4))
@@ -2498,17 +2724,31 @@ impl StoreTx for PgTx {
             .fetch_all(&mut *self.tx)
             .await?;
         rows.iter()
-            .map(|r| Ok(TimerRow { seq: r.try_get("seq")?, fire_at: r.try_get("fire_at")?, fired_at: r.try_get("fired_at")? }))
+            .map(|r| {
+                Ok(TimerRow {
+                    seq: r.try_get("seq")?,
+                    fire_at: r.try_get("fire_at")?,
+                    fired_at: r.try_get("fired_at")?,
+                })
+            })
             .collect()
     }
 
     async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>> {
         // Timer loop: each due timer is taken by one engine only (SKIP LOCKED).
         let rows = sqlx::query(&DUE_TIMERS_SQL)
-        .bind(limit)
-        .fetch_all(&mut *self.tx)
-        .await?;
-        rows.iter().map(|r| Ok((r.try_get("owner_id")?, r.try_get("job_id")?, r.try_get("seq")?))).collect()
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("owner_id")?,
+                    r.try_get("job_id")?,
+                    r.try_get("seq")?,
+                ))
+            })
+            .collect()
     }
 
     async fn fire_timer(&mut self, owner: &str, job_id: Uuid, seq: i32) -> StoreResult<bool> {
@@ -2528,19 +2768,23 @@ impl StoreTx for PgTx {
     async fn lock_expired_leases(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
         // Reaper: each expired lease is taken by one reaper only (SKIP LOCKED).
         let rows = sqlx::query(&EXPIRED_LEASES_SQL)
-        .bind(limit)
-        .fetch_all(&mut *self.tx)
-        .await?;
-        rows.iter().map(|r| Ok((r.try_get("owner_id")?, r.try_get("id")?))).collect()
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_id")?, r.try_get("id")?)))
+            .collect()
     }
 
     async fn lock_overdue_scheduled(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
         // Reaper: each overdue scheduled attempt is taken by one reaper only (SKIP LOCKED).
         let rows = sqlx::query(&OVERDUE_SCHEDULED_SQL)
-        .bind(limit)
-        .fetch_all(&mut *self.tx)
-        .await?;
-        rows.iter().map(|r| Ok((r.try_get("owner_id")?, r.try_get("id")?))).collect()
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_id")?, r.try_get("id")?)))
+            .collect()
     }
 
     async fn lock_schedule(&mut self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>> {
@@ -2621,7 +2865,11 @@ impl StoreTx for PgTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn lock_due_schedules(&mut self, now: chrono::DateTime<chrono::Utc>, limit: i64) -> StoreResult<Vec<ScheduleRow>> {
+    async fn lock_due_schedules(
+        &mut self,
+        now: chrono::DateTime<chrono::Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<ScheduleRow>> {
         // Scheduler loop: each due schedule is taken by one engine only (SKIP LOCKED).
         let rows = sqlx::query(&format!(
             "SELECT {SCHEDULE_COLUMNS} FROM schedules
@@ -2637,12 +2885,15 @@ impl StoreTx for PgTx {
     }
 
     async fn job_status(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobStatus>> {
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM jobs WHERE owner_id = $1 AND id = $2")
-            .bind(owner)
-            .bind(job_id)
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        status.map(|s| JobStatus::parse(&s).ok_or_else(|| corrupt("job status", &s))).transpose()
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM jobs WHERE owner_id = $1 AND id = $2")
+                .bind(owner)
+                .bind(job_id)
+                .fetch_optional(&mut *self.tx)
+                .await?;
+        status
+            .map(|s| JobStatus::parse(&s).ok_or_else(|| corrupt("job status", &s)))
+            .transpose()
     }
 
     async fn append_schedule_events(&mut self, events: &[NewScheduleEvent]) -> StoreResult<()> {

@@ -12,21 +12,26 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
 use sqlx::{Row, Sqlite, Transaction};
 use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord, JobQuery, JobRow,
-    LeaseExtension, LeaseRenewal, NewActivity, NewAttempt, NewEvent, NewJob, NewScheduleEvent, PrunedJobs, ScheduleRow, Store,
-    StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
+    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord,
+    JobQuery, JobRow, LeaseExtension, LeaseRenewal, NewActivity, NewAttempt, NewEvent, NewJob,
+    NewScheduleEvent, PrunedJobs, ScheduleRow, Store, StoreResult, StoreTx, StuckQuery, TimerRow,
+    TokenRow, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
-    ActivityOptions, ActivityStatus, ActivityView, AttemptStatus, Certification, CompletionOutcome, Contract,
-    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, Scope, ScheduleEvent, ScheduleView, StuckAttempt,
+    ActivityOptions, ActivityStatus, ActivityView, AttemptStatus, Certification, CompletionOutcome,
+    Contract, ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Role, ScheduleEvent, ScheduleView,
+    Scope, StuckAttempt,
 };
 
 /// The migrations of `migrations/sqlite`, embedded in the binary.
@@ -91,7 +96,13 @@ impl SqliteStore {
         })
         .await
         .map_err(|_| sqlx::Error::WorkerCrashed)??;
-        Ok(SqliteTx { tx, now: now_us(), _writer: guard, listeners: self.listeners.clone(), wake: false })
+        Ok(SqliteTx {
+            tx,
+            now: now_us(),
+            _writer: guard,
+            listeners: self.listeners.clone(),
+            wake: false,
+        })
     }
 }
 
@@ -133,13 +144,17 @@ fn json(row: &SqliteRow, column: &str) -> StoreResult<Value> {
 
 fn opt_json(row: &SqliteRow, column: &str) -> StoreResult<Option<Value>> {
     row.try_get::<Option<String>, _>(column)?
-        .map(|t| serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("{column}: {e}"))))
+        .map(|t| {
+            serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
+        })
         .transpose()
 }
 
 fn opt_error(row: &SqliteRow, column: &str) -> StoreResult<Option<ErrorInfo>> {
     opt_json(row, column)?
-        .map(|v| serde_json::from_value(v).map_err(|e| StoreError::Corrupt(format!("{column}: {e}"))))
+        .map(|v| {
+            serde_json::from_value(v).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
+        })
         .transpose()
 }
 
@@ -155,7 +170,8 @@ const JOB_COLUMNS: &str = "owner_id, id, idempotency_key, fingerprint, kind, wor
      input, status, version, result, error, completed_by, created_at, updated_at, finished_at, wf_ready, \
      wf_lease_token, wf_parked";
 
-const ACTIVITY_COLUMNS: &str = "owner_id, id, job_id, seq, name, providers, options, task_queue, input, status, \
+const ACTIVITY_COLUMNS: &str =
+    "owner_id, id, job_id, seq, name, providers, options, task_queue, input, status, \
      version, completed_by, result, error, finished_at";
 
 const ATTEMPT_COLUMNS: &str = "owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, \
@@ -168,7 +184,8 @@ const SCHEDULE_COLUMNS: &str = "owner_id, name, cron, timezone, job, overlap, ca
 
 fn schedule_row(row: &SqliteRow) -> StoreResult<ScheduleRow> {
     let overlap: String = row.try_get("overlap")?;
-    let count = |column: &str| -> StoreResult<u64> { Ok(row.try_get::<i64, _>(column)?.max(0) as u64) };
+    let count =
+        |column: &str| -> StoreResult<u64> { Ok(row.try_get::<i64, _>(column)?.max(0) as u64) };
     Ok(ScheduleRow {
         view: ScheduleView {
             name: row.try_get("name")?,
@@ -233,7 +250,8 @@ fn activity_row(row: &SqliteRow) -> StoreResult<ActivityRow> {
             .map_err(|e| StoreError::Corrupt(format!("activity options: {e}")))?,
         task_queue: row.try_get("task_queue")?,
         input: json(row, "input")?,
-        status: ActivityStatus::parse(&status).ok_or_else(|| corrupt("activity status", &status))?,
+        status: ActivityStatus::parse(&status)
+            .ok_or_else(|| corrupt("activity status", &status))?,
         version: row.try_get("version")?,
         completed_by: opt_uid(row, "completed_by")?,
         result: opt_json(row, "result")?,
@@ -266,7 +284,9 @@ fn attempt_row(row: &SqliteRow) -> StoreResult<AttemptRow> {
         error: opt_error(row, "error")?,
         completion_outcome: match outcome {
             None => None,
-            Some(o) => Some(CompletionOutcome::parse(&o).ok_or_else(|| corrupt("completion outcome", &o))?),
+            Some(o) => Some(
+                CompletionOutcome::parse(&o).ok_or_else(|| corrupt("completion outcome", &o))?,
+            ),
         },
         cancelled_by: row.try_get("cancelled_by")?,
         cancel_reason: row.try_get("cancel_reason")?,
@@ -315,7 +335,10 @@ async fn assemble_views(pool: &SqlitePool, jobs: Vec<JobRow>) -> StoreResult<Vec
         .bind(job.id.to_string())
         .fetch_all(pool)
         .await?;
-        let attempts: Vec<AttemptRow> = attempt_rows.iter().map(attempt_row).collect::<StoreResult<_>>()?;
+        let attempts: Vec<AttemptRow> = attempt_rows
+            .iter()
+            .map(attempt_row)
+            .collect::<StoreResult<_>>()?;
         let activities = activity_rows
             .iter()
             .map(activity_row)
@@ -330,7 +353,11 @@ async fn assemble_views(pool: &SqlitePool, jobs: Vec<JobRow>) -> StoreResult<Vec
                 completed_by: a.completed_by,
                 result: a.result,
                 error: a.error,
-                attempts: attempts.iter().filter(|t| t.activity_id == a.id).map(AttemptRow::view).collect(),
+                attempts: attempts
+                    .iter()
+                    .filter(|t| t.activity_id == a.id)
+                    .map(AttemptRow::view)
+                    .collect(),
             })
             .collect();
         views.push(JobView {
@@ -371,36 +398,54 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn locate_attempt(&self, scope: &Scope, attempt_id: Uuid) -> StoreResult<Option<AttemptLocation>> {
+    async fn locate_attempt(
+        &self,
+        scope: &Scope,
+        attempt_id: Uuid,
+    ) -> StoreResult<Option<AttemptLocation>> {
         // Owner isolation: an attempt outside the scope is not found.
-        let row = sqlx::query("SELECT owner_id, job_id FROM attempts WHERE id = ? AND (? IS NULL OR owner_id = ?)")
-            .bind(attempt_id.to_string())
-            .bind(scope.owner())
-            .bind(scope.owner())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| Ok(AttemptLocation { owner_id: r.try_get("owner_id")?, job_id: uid(&r, "job_id")? })).transpose()
+        let row = sqlx::query(
+            "SELECT owner_id, job_id FROM attempts WHERE id = ? AND (? IS NULL OR owner_id = ?)",
+        )
+        .bind(attempt_id.to_string())
+        .bind(scope.owner())
+        .bind(scope.owner())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(AttemptLocation {
+                owner_id: r.try_get("owner_id")?,
+                job_id: uid(&r, "job_id")?,
+            })
+        })
+        .transpose()
     }
 
     async fn job_owner(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<String>> {
         // Owner isolation: a job outside the scope is not found.
-        Ok(sqlx::query_scalar("SELECT owner_id FROM jobs WHERE id = ? AND (? IS NULL OR owner_id = ?)")
-            .bind(job_id.to_string())
-            .bind(scope.owner())
-            .bind(scope.owner())
-            .fetch_optional(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar(
+            "SELECT owner_id FROM jobs WHERE id = ? AND (? IS NULL OR owner_id = ?)",
+        )
+        .bind(job_id.to_string())
+        .bind(scope.owner())
+        .bind(scope.owner())
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>> {
-        let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ? AND (? IS NULL OR owner_id = ?)"))
-            .bind(job_id.to_string())
-            .bind(scope.owner())
-            .bind(scope.owner())
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE id = ? AND (? IS NULL OR owner_id = ?)"
+        ))
+        .bind(job_id.to_string())
+        .bind(scope.owner())
+        .bind(scope.owner())
+        .fetch_optional(&self.pool)
+        .await?;
         let Some(row) = row else { return Ok(None) };
-        Ok(assemble_views(&self.pool, vec![job_row(&row)?]).await?.pop())
+        Ok(assemble_views(&self.pool, vec![job_row(&row)?])
+            .await?
+            .pop())
     }
 
     async fn views_of(&self, jobs: Vec<JobRow>) -> StoreResult<Vec<JobView>> {
@@ -408,7 +453,9 @@ impl Store for SqliteStore {
     }
 
     async fn job_events(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<Vec<JobEvent>>> {
-        let Some(owner) = self.job_owner(scope, job_id).await? else { return Ok(None) };
+        let Some(owner) = self.job_owner(scope, job_id).await? else {
+            return Ok(None);
+        };
         let rows = sqlx::query(
             "SELECT seq, at, type, attempt_id, actor, data FROM job_events WHERE owner_id = ? AND job_id = ? ORDER BY seq",
         )
@@ -480,7 +527,10 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    async fn latest_certifications(&self, owners: Option<&[String]>) -> StoreResult<Vec<Certification>> {
+    async fn latest_certifications(
+        &self,
+        owners: Option<&[String]>,
+    ) -> StoreResult<Vec<Certification>> {
         let owners = owners.map(|o| text(&o)).transpose()?;
         // Only the latest certification of a provider for a contract hash counts.
         let rows = sqlx::query(
@@ -499,7 +549,12 @@ impl Store for SqliteStore {
     }
 
     async fn stuck_attempts(&self, query: &StuckQuery) -> StoreResult<Vec<StuckAttempt>> {
-        let statuses: Vec<&str> = query.statuses.iter().map(|s| s.as_str()).filter(|s| *s == "started" || *s == "unknown").collect();
+        let statuses: Vec<&str> = query
+            .statuses
+            .iter()
+            .map(|s| s.as_str())
+            .filter(|s| *s == "started" || *s == "unknown")
+            .collect();
         let cutoff = now_us() - (query.older_than_s as i64).saturating_mul(1_000_000);
         let rows = sqlx::query(&format!(
             "SELECT * FROM (
@@ -532,11 +587,18 @@ impl Store for SqliteStore {
         )
         .fetch_all(&self.pool)
         .await?;
-        let live = rows.iter().map(|r| Ok((r.try_get("status")?, r.try_get("n")?))).collect::<StoreResult<Vec<_>>>()?;
-        let oldest: Option<i64> = sqlx::query_scalar("SELECT min(unknown_at) FROM attempts WHERE status = 'unknown'")
-            .fetch_one(&self.pool)
-            .await?;
-        Ok((live, oldest.map_or(0, |us| ((now_us() - us) / 1_000_000).max(0))))
+        let live = rows
+            .iter()
+            .map(|r| Ok((r.try_get("status")?, r.try_get("n")?)))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let oldest: Option<i64> =
+            sqlx::query_scalar("SELECT min(unknown_at) FROM attempts WHERE status = 'unknown'")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok((
+            live,
+            oldest.map_or(0, |us| ((now_us() - us) / 1_000_000).max(0)),
+        ))
     }
 
     async fn extend_lease(
@@ -547,14 +609,27 @@ impl Store for SqliteStore {
         details: Option<&Value>,
     ) -> StoreResult<LeaseExtension> {
         let mut tx = self.write().await?;
-        let extended = extend_lease_in(&mut tx, Some(&location.owner_id), attempt_id, token, details).await?;
+        let extended = extend_lease_in(
+            &mut tx,
+            Some(&location.owner_id),
+            attempt_id,
+            token,
+            details,
+        )
+        .await?;
         Box::new(tx).commit().await?;
-        Ok(if extended { LeaseExtension::Extended } else { LeaseExtension::NotExtended })
+        Ok(if extended {
+            LeaseExtension::Extended
+        } else {
+            LeaseExtension::NotExtended
+        })
     }
 
     async fn prune_schedule_events(&self, retention: Duration, limit: i64) -> StoreResult<u64> {
         let mut tx = self.write().await?;
-        let cutoff = tx.now.saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
+        let cutoff = tx
+            .now
+            .saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
         let deleted = sqlx::query(
             // Retention: only events older than the retention, oldest first (schedule_events_by_time).
             "DELETE FROM schedule_events WHERE rowid IN (SELECT rowid FROM schedule_events WHERE at < ? ORDER BY at LIMIT ?)",
@@ -567,12 +642,20 @@ impl Store for SqliteStore {
         Ok(deleted.rows_affected())
     }
 
-    async fn prune_finished_jobs(&self, retention: Duration, limit: i64, after: Option<Uuid>) -> StoreResult<PrunedJobs> {
+    async fn prune_finished_jobs(
+        &self,
+        retention: Duration,
+        limit: i64,
+        after: Option<Uuid>,
+    ) -> StoreResult<PrunedJobs> {
         // One write transaction: nothing else writes while the jobs are chosen and deleted.
         let mut tx = self.write().await?;
-        let cutoff = tx.now.saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
+        let cutoff = tx
+            .now
+            .saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
         // Job ids are UUIDv7: "created before the cutoff" is an id range on jobs_id_unique.
-        let bound = Uuid::from_u128(u128::from(u64::try_from(cutoff / 1000).unwrap_or(0)) << 80).to_string();
+        let bound = Uuid::from_u128(u128::from(u64::try_from(cutoff / 1000).unwrap_or(0)) << 80)
+            .to_string();
         let doomed: Vec<(String, String)> = sqlx::query_as(
             // Retention: only a job finished longer ago than the retention, and none of whose
             // attempts is live (a late completion of a live attempt still finds its job).
@@ -594,8 +677,20 @@ impl Store for SqliteStore {
         if doomed.is_empty() {
             return Ok(PrunedJobs::default());
         }
-        let last = doomed.iter().map(|(_, id)| id).max().map(|id| Uuid::parse_str(id)).transpose().map_err(|e| StoreError::Corrupt(format!("jobs.id: {e}")))?;
-        let doomed_json = serde_json::Value::from(doomed.iter().map(|(o, i)| vec![o.clone(), i.clone()]).collect::<Vec<_>>()).to_string();
+        let last = doomed
+            .iter()
+            .map(|(_, id)| id)
+            .max()
+            .map(|id| Uuid::parse_str(id))
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("jobs.id: {e}")))?;
+        let doomed_json = serde_json::Value::from(
+            doomed
+                .iter()
+                .map(|(o, i)| vec![o.clone(), i.clone()])
+                .collect::<Vec<_>>(),
+        )
+        .to_string();
         const DOOMED: &str = "WITH d(owner_id, id) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)) ";
         for delete in [
             "DELETE FROM attempts WHERE (owner_id, activity_id) IN
@@ -609,7 +704,11 @@ impl Store for SqliteStore {
         }
         Box::new(tx).commit().await?;
         // One writer: every job chosen is deleted.
-        Ok(PrunedJobs { deleted: doomed.len() as u64, chosen: doomed.len() as u64, last })
+        Ok(PrunedJobs {
+            deleted: doomed.len() as u64,
+            chosen: doomed.len() as u64,
+            last,
+        })
     }
 
     async fn extend_leases(&self, renewals: &[LeaseRenewal]) -> StoreResult<Vec<bool>> {
@@ -617,7 +716,16 @@ impl Store for SqliteStore {
         let mut tx = self.write().await?;
         let mut extended = Vec::with_capacity(renewals.len());
         for r in renewals {
-            extended.push(extend_lease_in(&mut tx, r.owner.as_deref(), r.attempt_id, r.token, r.details.as_ref()).await?);
+            extended.push(
+                extend_lease_in(
+                    &mut tx,
+                    r.owner.as_deref(),
+                    r.attempt_id,
+                    r.token,
+                    r.details.as_ref(),
+                )
+                .await?,
+            );
         }
         Box::new(tx).commit().await?;
         Ok(extended)
@@ -692,33 +800,43 @@ impl Store for SqliteStore {
 
     async fn revoke_token(&self, token_id: Uuid) -> StoreResult<bool> {
         let mut tx = self.write().await?;
-        let done = sqlx::query("UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
-            .bind(tx.now)
-            .bind(token_id.to_string())
-            .execute(&mut *tx.tx)
-            .await?;
+        let done =
+            sqlx::query("UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
+                .bind(tx.now)
+                .bind(token_id.to_string())
+                .execute(&mut *tx.tx)
+                .await?;
         Box::new(tx).commit().await?;
         Ok(done.rows_affected() > 0)
     }
 
     async fn schedule(&self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>> {
-        let row = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = ? AND name = ?"))
-            .bind(owner)
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = ? AND name = ?"
+        ))
+        .bind(owner)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
         row.as_ref().map(schedule_row).transpose()
     }
 
     async fn list_schedules(&self, owner: &str) -> StoreResult<Vec<ScheduleRow>> {
-        let rows = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = ? ORDER BY name"))
-            .bind(owner)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = ? ORDER BY name"
+        ))
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter().map(schedule_row).collect()
     }
 
-    async fn schedule_events(&self, owner: &str, name: &str, limit: i64) -> StoreResult<Vec<ScheduleEvent>> {
+    async fn schedule_events(
+        &self,
+        owner: &str,
+        name: &str,
+        limit: i64,
+    ) -> StoreResult<Vec<ScheduleEvent>> {
         let rows = sqlx::query(
             "SELECT * FROM (SELECT id, at, type, tick_at, job_id, data FROM schedule_events
                             WHERE owner_id = ? AND schedule_name = ? ORDER BY id DESC LIMIT ?)
@@ -744,9 +862,10 @@ impl Store for SqliteStore {
     }
 
     async fn next_schedule_fire_at(&self) -> StoreResult<Option<DateTime<Utc>>> {
-        let next: Option<i64> = sqlx::query_scalar("SELECT min(next_fire_at) FROM schedules WHERE NOT paused")
-            .fetch_one(&self.pool)
-            .await?;
+        let next: Option<i64> =
+            sqlx::query_scalar("SELECT min(next_fire_at) FROM schedules WHERE NOT paused")
+                .fetch_one(&self.pool)
+                .await?;
         Ok(next.map(ts))
     }
 
@@ -763,7 +882,13 @@ impl Store for SqliteStore {
 
 /// The heartbeat fast path in `tx`: extends the lease of attempt `attempt_id` if it is
 /// `started`, held by `token`, and of `owner` (any owner when `None`).
-async fn extend_lease_in(tx: &mut SqliteTx, owner: Option<&str>, attempt_id: Uuid, token: Uuid, details: Option<&Value>) -> StoreResult<bool> {
+async fn extend_lease_in(
+    tx: &mut SqliteTx,
+    owner: Option<&str>,
+    attempt_id: Uuid,
+    token: Uuid,
+    details: Option<&Value>,
+) -> StoreResult<bool> {
     // Owner isolation: an attempt outside the owner is not found.
     let row = sqlx::query(
         "SELECT t.owner_id, t.started_at, a.options FROM attempts t
@@ -778,8 +903,11 @@ async fn extend_lease_in(tx: &mut SqliteTx, owner: Option<&str>, attempt_id: Uui
     .await?;
     let Some(row) = row else { return Ok(false) };
     let owner_id: String = row.try_get("owner_id")?;
-    let options: ActivityOptions = serde_json::from_value(json(&row, "options")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let started: i64 = row.try_get::<Option<i64>, _>("started_at")?.unwrap_or(tx.now);
+    let options: ActivityOptions = serde_json::from_value(json(&row, "options")?)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let started: i64 = row
+        .try_get::<Option<i64>, _>("started_at")?
+        .unwrap_or(tx.now);
     // Fencing (invariant 5): only the holder of the lease token of a started attempt
     // extends its lease, never past start-to-close.
     let done = sqlx::query(
@@ -797,7 +925,6 @@ async fn extend_lease_in(tx: &mut SqliteTx, owner: Option<&str>, attempt_id: Uui
     Ok(done.rows_affected() == 1)
 }
 
-
 /// A SQLite write transaction (`BEGIN IMMEDIATE`).
 pub struct SqliteTx {
     tx: Transaction<'static, Sqlite>,
@@ -811,7 +938,12 @@ pub struct SqliteTx {
 #[async_trait]
 impl StoreTx for SqliteTx {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        let SqliteTx { tx, wake, listeners, .. } = *self;
+        let SqliteTx {
+            tx,
+            wake,
+            listeners,
+            ..
+        } = *self;
         tx.commit().await?;
         if wake {
             if let Ok(listeners) = listeners.lock() {
@@ -847,16 +979,26 @@ impl StoreTx for SqliteTx {
         row.as_ref().map(job_row).transpose()
     }
 
-    async fn job_by_idempotency_key(&mut self, owner: &str, key: &str) -> StoreResult<Option<JobRow>> {
-        let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE owner_id = ? AND idempotency_key = ?"))
-            .bind(owner)
-            .bind(key)
-            .fetch_optional(&mut *self.tx)
-            .await?;
+    async fn job_by_idempotency_key(
+        &mut self,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<JobRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE owner_id = ? AND idempotency_key = ?"
+        ))
+        .bind(owner)
+        .bind(key)
+        .fetch_optional(&mut *self.tx)
+        .await?;
         row.as_ref().map(job_row).transpose()
     }
 
-    async fn lock_job_of_attempt(&mut self, scope: &Scope, attempt_id: Uuid) -> StoreResult<Option<JobRow>> {
+    async fn lock_job_of_attempt(
+        &mut self,
+        scope: &Scope,
+        attempt_id: Uuid,
+    ) -> StoreResult<Option<JobRow>> {
         // Owner isolation: an attempt outside the scope is not found.
         let row = sqlx::query(&format!(
             "SELECT {JOB_COLUMNS} FROM jobs
@@ -871,11 +1013,13 @@ impl StoreTx for SqliteTx {
 
     async fn lock_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobRow>> {
         // The write transaction already holds the database's write lock.
-        let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE owner_id = ? AND id = ?"))
-            .bind(owner)
-            .bind(job_id.to_string())
-            .fetch_optional(&mut *self.tx)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE owner_id = ? AND id = ?"
+        ))
+        .bind(owner)
+        .bind(job_id.to_string())
+        .fetch_optional(&mut *self.tx)
+        .await?;
         row.as_ref().map(job_row).transpose()
     }
 
@@ -916,7 +1060,14 @@ impl StoreTx for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn close_job(&mut self, owner: &str, job_id: Uuid, version: i64, status: JobStatus, error: Option<&ErrorInfo>) -> StoreResult<bool> {
+    async fn close_job(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+        status: JobStatus,
+        error: Option<&ErrorInfo>,
+    ) -> StoreResult<bool> {
         // Invariant 4: closing moves the version, so no later result takes the slot.
         let done = sqlx::query(
             "UPDATE jobs SET status = ?, error = ?, version = version + 1, updated_at = ?, finished_at = ?
@@ -955,16 +1106,27 @@ impl StoreTx for SqliteTx {
         Ok(())
     }
 
-    async fn activity(&mut self, owner: &str, activity_id: Uuid) -> StoreResult<Option<ActivityRow>> {
-        let row = sqlx::query(&format!("SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = ? AND id = ?"))
-            .bind(owner)
-            .bind(activity_id.to_string())
-            .fetch_optional(&mut *self.tx)
-            .await?;
+    async fn activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Option<ActivityRow>> {
+        let row = sqlx::query(&format!(
+            "SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = ? AND id = ?"
+        ))
+        .bind(owner)
+        .bind(activity_id.to_string())
+        .fetch_optional(&mut *self.tx)
+        .await?;
         row.as_ref().map(activity_row).transpose()
     }
 
-    async fn activity_by_seq(&mut self, owner: &str, job_id: Uuid, seq: i32) -> StoreResult<Option<ActivityRow>> {
+    async fn activity_by_seq(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i32,
+    ) -> StoreResult<Option<ActivityRow>> {
         let row = sqlx::query(&format!("SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = ? AND job_id = ? AND seq = ?"))
             .bind(owner)
             .bind(job_id.to_string())
@@ -974,7 +1136,11 @@ impl StoreTx for SqliteTx {
         row.as_ref().map(activity_row).transpose()
     }
 
-    async fn activities_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<ActivityRow>> {
+    async fn activities_of_job(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+    ) -> StoreResult<Vec<ActivityRow>> {
         let rows = sqlx::query(&format!("SELECT {ACTIVITY_COLUMNS} FROM activities WHERE owner_id = ? AND job_id = ? ORDER BY seq"))
             .bind(owner)
             .bind(job_id.to_string())
@@ -983,7 +1149,13 @@ impl StoreTx for SqliteTx {
         rows.iter().map(activity_row).collect()
     }
 
-    async fn set_activity_status(&mut self, owner: &str, activity_id: Uuid, from: &[ActivityStatus], to: ActivityStatus) -> StoreResult<bool> {
+    async fn set_activity_status(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        from: &[ActivityStatus],
+        to: ActivityStatus,
+    ) -> StoreResult<bool> {
         let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         // Activity status: moves only from the expected open statuses, never out of a closed one.
         let done = sqlx::query(
@@ -1001,7 +1173,14 @@ impl StoreTx for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn commit_activity_result(&mut self, owner: &str, activity_id: Uuid, read_version: i64, attempt_id: Uuid, result: &Value) -> StoreResult<bool> {
+    async fn commit_activity_result(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        read_version: i64,
+        attempt_id: Uuid,
+        result: &Value,
+    ) -> StoreResult<bool> {
         // Invariant 4 (the CAS commit): exactly one attempt takes the result slot; zero
         // rows means another attempt won or the slot was closed.
         let done = sqlx::query(
@@ -1021,7 +1200,13 @@ impl StoreTx for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn close_activity(&mut self, owner: &str, activity_id: Uuid, status: ActivityStatus, error: Option<&ErrorInfo>) -> StoreResult<bool> {
+    async fn close_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        status: ActivityStatus,
+        error: Option<&ErrorInfo>,
+    ) -> StoreResult<bool> {
         // Invariant 4: closing the slot moves the version, so every later result loses.
         let done = sqlx::query(
             "UPDATE activities SET status = ?, error = ?, version = version + 1, updated_at = ?, finished_at = ?
@@ -1066,15 +1251,21 @@ impl StoreTx for SqliteTx {
     }
 
     async fn attempt(&mut self, owner: &str, attempt_id: Uuid) -> StoreResult<Option<AttemptRow>> {
-        let row = sqlx::query(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = ? AND id = ?"))
-            .bind(owner)
-            .bind(attempt_id.to_string())
-            .fetch_optional(&mut *self.tx)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = ? AND id = ?"
+        ))
+        .bind(owner)
+        .bind(attempt_id.to_string())
+        .fetch_optional(&mut *self.tx)
+        .await?;
         row.as_ref().map(attempt_row).transpose()
     }
 
-    async fn attempts_of_activity(&mut self, owner: &str, activity_id: Uuid) -> StoreResult<Vec<AttemptRow>> {
+    async fn attempts_of_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Vec<AttemptRow>> {
         let rows = sqlx::query(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE owner_id = ? AND activity_id = ? ORDER BY number"))
             .bind(owner)
             .bind(activity_id.to_string())
@@ -1125,7 +1316,13 @@ impl StoreTx for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn revive_attempt(&mut self, owner: &str, attempt_id: Uuid, token: Uuid, details: Option<&Value>) -> StoreResult<bool> {
+    async fn revive_attempt(
+        &mut self,
+        owner: &str,
+        attempt_id: Uuid,
+        token: Uuid,
+        details: Option<&Value>,
+    ) -> StoreResult<bool> {
         let row = sqlx::query(
             "SELECT t.started_at, a.options FROM attempts t JOIN activities a ON a.owner_id = t.owner_id AND a.id = t.activity_id
              WHERE t.owner_id = ? AND t.id = ?",
@@ -1135,8 +1332,11 @@ impl StoreTx for SqliteTx {
         .fetch_optional(&mut *self.tx)
         .await?;
         let Some(row) = row else { return Ok(false) };
-        let options: ActivityOptions = serde_json::from_value(json(&row, "options")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let started: i64 = row.try_get::<Option<i64>, _>("started_at")?.unwrap_or(self.now);
+        let options: ActivityOptions = serde_json::from_value(json(&row, "options")?)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let started: i64 = row
+            .try_get::<Option<i64>, _>("started_at")?
+            .unwrap_or(self.now);
         // Past its start-to-close deadline an attempt stays unknown: no revival.
         if secs_us(options.start_to_close_timeout_s).is_some_and(|d| started + d <= self.now) {
             return Ok(false);
@@ -1180,13 +1380,22 @@ impl StoreTx for SqliteTx {
             let id = uid(&row, "id")?;
             let was: String = row.try_get("status")?;
             if self.cancel_attempt(owner, id, cancelled_by, reason).await? {
-                cancelled.push((id, AttemptStatus::parse(&was).ok_or_else(|| corrupt("attempt status", &was))?));
+                cancelled.push((
+                    id,
+                    AttemptStatus::parse(&was).ok_or_else(|| corrupt("attempt status", &was))?,
+                ));
             }
         }
         Ok(cancelled)
     }
 
-    async fn cancel_attempt(&mut self, owner: &str, attempt_id: Uuid, cancelled_by: &str, reason: &str) -> StoreResult<bool> {
+    async fn cancel_attempt(
+        &mut self,
+        owner: &str,
+        attempt_id: Uuid,
+        cancelled_by: &str,
+        reason: &str,
+    ) -> StoreResult<bool> {
         // Attempt status: only a live attempt can be cancelled, once.
         let done = sqlx::query(
             "UPDATE attempts SET status = 'cancelled', cancelled_by = ?, cancel_reason = ?, cancelled_at = ?, finished_at = ?
@@ -1230,7 +1439,11 @@ impl StoreTx for SqliteTx {
         Ok(())
     }
 
-    async fn current_contract(&mut self, owner: &str, activity: &str) -> StoreResult<Option<Contract>> {
+    async fn current_contract(
+        &mut self,
+        owner: &str,
+        activity: &str,
+    ) -> StoreResult<Option<Contract>> {
         // The owner's own contract, else the platform's (`*`).
         let row = sqlx::query(
             "SELECT owner_id, activity, contract_hash, output_schema FROM contracts
@@ -1252,7 +1465,13 @@ impl StoreTx for SqliteTx {
         .transpose()
     }
 
-    async fn latest_certification(&mut self, owner: &str, activity: &str, provider: &str, contract_hash: &str) -> StoreResult<Option<Certification>> {
+    async fn latest_certification(
+        &mut self,
+        owner: &str,
+        activity: &str,
+        provider: &str,
+        contract_hash: &str,
+    ) -> StoreResult<Option<Certification>> {
         // Only the latest certification for the current contract counts.
         let row = sqlx::query(
             "SELECT id, owner_id, activity, provider, contract_hash, passed, report, created_at FROM certifications
@@ -1298,8 +1517,8 @@ impl StoreTx for SqliteTx {
             .bind(&id)
             .fetch_one(&mut *self.tx)
             .await?;
-            let options: ActivityOptions =
-                serde_json::from_value(json(&activity, "options")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let options: ActivityOptions = serde_json::from_value(json(&activity, "options")?)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             // Dispatch: only a still-scheduled attempt is handed out, once, with a fresh
             // fencing token.
             let row = sqlx::query(&format!(
@@ -1343,7 +1562,10 @@ impl StoreTx for SqliteTx {
         Ok(claimed)
     }
 
-    async fn claim_workflow_tasks(&mut self, filter: &WorkflowClaimFilter) -> StoreResult<Vec<JobRow>> {
+    async fn claim_workflow_tasks(
+        &mut self,
+        filter: &WorkflowClaimFilter,
+    ) -> StoreResult<Vec<JobRow>> {
         let candidates = sqlx::query(
             "SELECT owner_id, id FROM jobs
              WHERE kind = 'workflow' AND status IN ('queued', 'running') AND wf_parked = 0
@@ -1381,7 +1603,13 @@ impl StoreTx for SqliteTx {
         Ok(jobs)
     }
 
-    async fn complete_workflow_task(&mut self, owner: &str, job_id: Uuid, token: Uuid, read_version: i64) -> StoreResult<bool> {
+    async fn complete_workflow_task(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        token: Uuid,
+        read_version: i64,
+    ) -> StoreResult<bool> {
         // Workflow-task CAS: only the holder of the current task, on the version it read,
         // applies commands; a duplicated or stale task changes nothing.
         let done = sqlx::query(
@@ -1414,7 +1642,12 @@ impl StoreTx for SqliteTx {
         Ok(())
     }
 
-    async fn park_workflow(&mut self, owner: &str, job_id: Uuid, error: &ErrorInfo) -> StoreResult<()> {
+    async fn park_workflow(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        error: &ErrorInfo,
+    ) -> StoreResult<()> {
         sqlx::query("UPDATE jobs SET wf_parked = 1, error = ?, updated_at = ? WHERE owner_id = ? AND id = ? AND status IN ('queued', 'running')")
             .bind(text(error)?)
             .bind(self.now)
@@ -1425,7 +1658,13 @@ impl StoreTx for SqliteTx {
         Ok(())
     }
 
-    async fn insert_timer(&mut self, owner: &str, job_id: Uuid, seq: i32, delay_ms: u64) -> StoreResult<bool> {
+    async fn insert_timer(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i32,
+        delay_ms: u64,
+    ) -> StoreResult<bool> {
         let done = sqlx::query("INSERT INTO timers (owner_id, job_id, seq, fire_at, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
             .bind(owner)
             .bind(job_id.to_string())
@@ -1444,7 +1683,13 @@ impl StoreTx for SqliteTx {
             .fetch_all(&mut *self.tx)
             .await?;
         rows.iter()
-            .map(|r| Ok(TimerRow { seq: r.try_get("seq")?, fire_at: req_ts(r, "fire_at")?, fired_at: opt_ts(r, "fired_at")? }))
+            .map(|r| {
+                Ok(TimerRow {
+                    seq: r.try_get("seq")?,
+                    fire_at: req_ts(r, "fire_at")?,
+                    fired_at: opt_ts(r, "fired_at")?,
+                })
+            })
             .collect()
     }
 
@@ -1454,7 +1699,9 @@ impl StoreTx for SqliteTx {
             .bind(limit)
             .fetch_all(&mut *self.tx)
             .await?;
-        rows.iter().map(|r| Ok((r.try_get("owner_id")?, uid(r, "job_id")?, r.try_get("seq")?))).collect()
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_id")?, uid(r, "job_id")?, r.try_get("seq")?)))
+            .collect()
     }
 
     async fn fire_timer(&mut self, owner: &str, job_id: Uuid, seq: i32) -> StoreResult<bool> {
@@ -1480,7 +1727,9 @@ impl StoreTx for SqliteTx {
         .bind(limit)
         .fetch_all(&mut *self.tx)
         .await?;
-        rows.iter().map(|r| Ok((r.try_get("owner_id")?, uid(r, "id")?))).collect()
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_id")?, uid(r, "id")?)))
+            .collect()
     }
 
     async fn lock_overdue_scheduled(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
@@ -1491,16 +1740,20 @@ impl StoreTx for SqliteTx {
         .bind(limit)
         .fetch_all(&mut *self.tx)
         .await?;
-        rows.iter().map(|r| Ok((r.try_get("owner_id")?, uid(r, "id")?))).collect()
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_id")?, uid(r, "id")?)))
+            .collect()
     }
 
     async fn lock_schedule(&mut self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>> {
         // The write transaction is the only writer: reading is locking.
-        let row = sqlx::query(&format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = ? AND name = ?"))
-            .bind(owner)
-            .bind(name)
-            .fetch_optional(&mut *self.tx)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE owner_id = ? AND name = ?"
+        ))
+        .bind(owner)
+        .bind(name)
+        .fetch_optional(&mut *self.tx)
+        .await?;
         row.as_ref().map(schedule_row).transpose()
     }
 
@@ -1571,7 +1824,11 @@ impl StoreTx for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn lock_due_schedules(&mut self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ScheduleRow>> {
+    async fn lock_due_schedules(
+        &mut self,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<ScheduleRow>> {
         // Scheduler loop: the write transaction is the only writer, so each due schedule
         // is taken by one engine at a time.
         let rows = sqlx::query(&format!(
@@ -1585,12 +1842,15 @@ impl StoreTx for SqliteTx {
     }
 
     async fn job_status(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobStatus>> {
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM jobs WHERE owner_id = ? AND id = ?")
-            .bind(owner)
-            .bind(job_id.to_string())
-            .fetch_optional(&mut *self.tx)
-            .await?;
-        status.map(|s| JobStatus::parse(&s).ok_or_else(|| corrupt("job status", &s))).transpose()
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM jobs WHERE owner_id = ? AND id = ?")
+                .bind(owner)
+                .bind(job_id.to_string())
+                .fetch_optional(&mut *self.tx)
+                .await?;
+        status
+            .map(|s| JobStatus::parse(&s).ok_or_else(|| corrupt("job status", &s)))
+            .transpose()
     }
 
     async fn append_schedule_events(&mut self, events: &[NewScheduleEvent]) -> StoreResult<()> {

@@ -42,7 +42,11 @@ impl Browser {
         let chromedriver = find_program(&["chromedriver"], &["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"])
             .unwrap_or_else(|| panic!("chromedriver is not installed: the browser tests need Debian's `chromium-driver` package \
                                        (`apt-get install -y chromium-driver`; scripts/test installs it when run as root)"));
-        let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("a free port")
+            .local_addr()
+            .expect("addr")
+            .port();
         let driver = {
             use std::os::unix::process::CommandExt;
             Command::new(&chromedriver)
@@ -54,8 +58,14 @@ impl Browser {
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}", chromedriver.display()))
         };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-            assert!(tokio::time::Instant::now() < deadline, "chromedriver did not listen on port {port}");
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "chromedriver did not listen on port {port}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let mut capabilities = serde_json::Map::new();
@@ -69,21 +79,32 @@ impl Browser {
             .capabilities(capabilities)
             .connect(&format!("http://127.0.0.1:{port}"))
             .await
-            .unwrap_or_else(|e| panic!("chromedriver did not start a headless Chromium session ({}): {e}", chromium.display()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "chromedriver did not start a headless Chromium session ({}): {e}",
+                    chromium.display()
+                )
+            });
         Browser { client, driver }
     }
 
     /// Runs a script in the page and returns its value.
     pub(super) async fn js(&self, script: &str, args: Vec<Value>) -> Value {
-        self.client.execute(script, args).await.unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+        self.client
+            .execute(script, args)
+            .await
+            .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
     }
 
     /// The text of the first element matching `selector`, if there is one.
     pub(super) async fn text(&self, selector: &str) -> Option<String> {
-        self.js("const el = document.querySelector(arguments[0]); return el ? el.innerText : null;", vec![json!(selector)])
-            .await
-            .as_str()
-            .map(str::to_owned)
+        self.js(
+            "const el = document.querySelector(arguments[0]); return el ? el.innerText : null;",
+            vec![json!(selector)],
+        )
+        .await
+        .as_str()
+        .map(str::to_owned)
     }
 
     /// Waits, polling the DOM, until `selector` matches an element whose text contains
@@ -109,7 +130,10 @@ impl Browser {
     pub(super) async fn wait_gone(&self, selector: &str) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         while self.text(selector).await.is_some() {
-            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for `{selector}` to go away");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for `{selector}` to go away"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -126,7 +150,9 @@ impl Browser {
             };
             match clicked {
                 Ok(()) => return,
-                Err(e) if tokio::time::Instant::now() < deadline => eprintln!("click {selector}: {e}; trying again"),
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    eprintln!("click {selector}: {e}; trying again")
+                }
                 Err(e) => panic!("click {selector}: {e}"),
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -135,7 +161,11 @@ impl Browser {
 
     pub(super) async fn type_into(&self, selector: &str, text: &str) {
         self.wait_text(selector, &[]).await;
-        let el = self.client.find(Locator::Css(selector)).await.expect(selector);
+        let el = self
+            .client
+            .find(Locator::Css(selector))
+            .await
+            .expect(selector);
         el.clear().await.expect("clear");
         el.send_keys(text).await.expect("type");
     }
@@ -148,12 +178,23 @@ impl Browser {
 
     /// A screenshot of the whole page (the window grown to the page's height first).
     pub(super) async fn save_screenshot(&self, path: &Path) {
-        let height = self.js("return document.documentElement.scrollHeight;", vec![]).await.as_u64().unwrap_or(1000);
-        self.client.set_window_size(1400, height.clamp(600, 4000) as u32 + 20).await.expect("resize the window");
+        let height = self
+            .js("return document.documentElement.scrollHeight;", vec![])
+            .await
+            .as_u64()
+            .unwrap_or(1000);
+        self.client
+            .set_window_size(1400, height.clamp(600, 4000) as u32 + 20)
+            .await
+            .expect("resize the window");
         let png = self.client.screenshot().await.expect("screenshot");
-        std::fs::create_dir_all(path.parent().expect("a directory")).expect("create the artifacts directory");
+        std::fs::create_dir_all(path.parent().expect("a directory"))
+            .expect("create the artifacts directory");
         std::fs::write(path, png).expect("write the screenshot");
-        self.client.set_window_size(1400, 1000).await.expect("restore the window");
+        self.client
+            .set_window_size(1400, 1000)
+            .await
+            .expect("restore the window");
     }
 }
 
@@ -169,7 +210,11 @@ impl Drop for Browser {
 /// `target/ui-artifacts/`, next to the profile directory this test runs from.
 pub(super) fn artifacts_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let target = exe.parent().and_then(Path::parent).and_then(Path::parent).expect("target/<profile>/deps");
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps");
     target.join("ui-artifacts")
 }
 

@@ -8,7 +8,10 @@ use futures::future::join_all;
 use onceflow_engine::model::{AttemptStatus, CompletionOutcome, JobStatus, Scope};
 use onceflow_engine::store::WinningResult;
 use onceflow_engine::{Completion, CompletionBody, Engine, EngineError};
-use onceflow_tests::{attempt_view, claim, error_of, event_types, llm_job, owner, quick_options, result_of, rules, text_schema, ALICE};
+use onceflow_tests::{
+    attempt_view, claim, error_of, event_types, llm_job, owner, quick_options, result_of, rules,
+    text_schema, ALICE,
+};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -31,7 +34,14 @@ async fn batch_sizes(engine: &Engine, kind: &str) -> (f64, f64) {
 /// `n` jobs of ALICE, each with its primary attempt handed out.
 async fn held_jobs(engine: &Engine, n: usize) -> Vec<onceflow_engine::model::ActivityTask> {
     for i in 0..n {
-        engine.submit(ALICE, &format!("held-{i}"), &llm_job(json!({ "i": i }), quick_options())).await.unwrap();
+        engine
+            .submit(
+                ALICE,
+                &format!("held-{i}"),
+                &llm_job(json!({ "i": i }), quick_options()),
+            )
+            .await
+            .unwrap();
     }
     let tasks = claim(engine, &owner(ALICE), "w1", "primary-llm", n as u32).await;
     assert_eq!(tasks.len(), n);
@@ -442,18 +452,31 @@ async fn repeats_of_a_key_being_written_wait_for_it_and_are_replays() {
     let db = TestDb::new(Backend::Postgres).await;
     let engine = db.engine();
     let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
-    sqlx::query("BEGIN").execute(&mut locker).await.expect("begin");
-    sqlx::query("LOCK TABLE jobs IN SHARE MODE").execute(&mut locker).await.expect("lock jobs");
+    sqlx::query("BEGIN")
+        .execute(&mut locker)
+        .await
+        .expect("begin");
+    sqlx::query("LOCK TABLE jobs IN SHARE MODE")
+        .execute(&mut locker)
+        .await
+        .expect("lock jobs");
     let submit = |input: serde_json::Value| {
         let engine = engine.clone();
-        tokio::spawn(async move { engine.submit(ALICE, "k", &llm_job(input, quick_options())).await })
+        tokio::spawn(async move {
+            engine
+                .submit(ALICE, "k", &llm_job(input, quick_options()))
+                .await
+        })
     };
     let first = submit(json!({ "n": 1 }));
     // Wait until the first submission's statement waits on the lock.
     let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while db.count(waiting).await < 1 {
-        assert!(std::time::Instant::now() < deadline, "the first submission never reached its statement");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first submission never reached its statement"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     let repeats: Vec<_> = (0..5).map(|_| submit(json!({ "n": 1 }))).collect();
@@ -461,18 +484,31 @@ async fn repeats_of_a_key_being_written_wait_for_it_and_are_replays() {
     // Wait until all six wait for the first (a state, not a time).
     let metric = "onceflow_submission_repeats_waited_total";
     while counter(&engine, metric).await < 6.0 {
-        assert!(std::time::Instant::now() < deadline, "the repeats never waited for the first");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the repeats never waited for the first"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    sqlx::query("COMMIT").execute(&mut locker).await.expect("release the lock");
+    sqlx::query("COMMIT")
+        .execute(&mut locker)
+        .await
+        .expect("release the lock");
 
-    let created = first.await.expect("task").expect("the first submission creates the job");
+    let created = first
+        .await
+        .expect("task")
+        .expect("the first submission creates the job");
     assert!(!created.replayed);
     for repeat in repeats {
         let replay = repeat.await.expect("task").expect("a repeat is answered");
         assert!(replay.replayed, "a repeat of the same request is a replay");
         assert_eq!(replay.job.id, created.job.id);
-        assert_eq!(replay.job.activities.len(), 1, "a replay shows the job as it is now");
+        assert_eq!(
+            replay.job.activities.len(),
+            1,
+            "a replay shows the job as it is now"
+        );
     }
     match other.await.expect("task") {
         Err(EngineError::IdempotencyKeyReused { job_id }) => assert_eq!(job_id, created.job.id),
@@ -480,9 +516,16 @@ async fn repeats_of_a_key_being_written_wait_for_it_and_are_replays() {
     }
     assert_eq!(db.count("SELECT count(*) FROM jobs").await, 1);
     let events = event_types(&engine, created.job.id).await;
-    assert_eq!(events.iter().filter(|e| *e == "job_replayed").count(), 5, "one event per replay: {events:?}");
+    assert_eq!(
+        events.iter().filter(|e| *e == "job_replayed").count(),
+        5,
+        "one event per replay: {events:?}"
+    );
     let (items, _) = batch_sizes(&engine, "submissions").await;
-    assert_eq!(items, 1.0, "only the first took a place in a submission statement");
+    assert_eq!(
+        items, 1.0,
+        "only the first took a place in a submission statement"
+    );
     db.assert_integrity().await;
 }
 
@@ -497,11 +540,25 @@ async fn a_polls_claim_is_not_held_up_by_its_completions() {
     let engine = db.engine();
     let held = held_jobs(&engine, 1).await;
     let t = &held[0];
-    engine.submit(ALICE, "next", &llm_job(json!({ "next": true }), quick_options())).await.unwrap();
+    engine
+        .submit(
+            ALICE,
+            "next",
+            &llm_job(json!({ "next": true }), quick_options()),
+        )
+        .await
+        .unwrap();
     // Another transaction holds the completed attempt's job.
     let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
-    sqlx::query("BEGIN").execute(&mut locker).await.expect("begin");
-    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE").bind(t.job_id).execute(&mut locker).await.expect("lock the job");
+    sqlx::query("BEGIN")
+        .execute(&mut locker)
+        .await
+        .expect("begin");
+    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(t.job_id)
+        .execute(&mut locker)
+        .await
+        .expect("lock the job");
     let cycle = {
         let engine = engine.clone();
         let completions = vec![(t.attempt_id, result_of(t, json!({ "text": "done" })))];
@@ -512,7 +569,9 @@ async fn a_polls_claim_is_not_held_up_by_its_completions() {
                 providers: vec![("generate".to_owned(), "primary-llm".to_owned())],
                 max_tasks: 1,
             };
-            engine.complete_and_claim(&owner(ALICE), &completions, &request).await
+            engine
+                .complete_and_claim(&owner(ALICE), &completions, &request)
+                .await
         })
     };
     // The claim commits while the completion waits for the lock (states, not times).
@@ -520,18 +579,42 @@ async fn a_polls_claim_is_not_held_up_by_its_completions() {
         db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").await > 0
     })
     .await;
-    onceflow_tests::wait_for("the next job's attempt to start", std::time::Duration::from_secs(10), || async {
-        db.count("SELECT count(*) FROM attempts WHERE status = 'started'").await == 2
-    })
+    onceflow_tests::wait_for(
+        "the next job's attempt to start",
+        std::time::Duration::from_secs(10),
+        || async {
+            db.count("SELECT count(*) FROM attempts WHERE status = 'started'")
+                .await
+                == 2
+        },
+    )
     .await;
-    assert!(!cycle.is_finished(), "the completion cannot be judged while its job is held");
-    sqlx::query("COMMIT").execute(&mut locker).await.expect("release the job");
-    let (answers, tasks) = cycle.await.expect("the cycle's task").expect("the poll is valid");
-    assert_eq!(answers.into_iter().map(|a| a.map_err(|e| e.code())).collect::<Vec<_>>(), vec![Ok(CompletionOutcome::Won)]);
+    assert!(
+        !cycle.is_finished(),
+        "the completion cannot be judged while its job is held"
+    );
+    sqlx::query("COMMIT")
+        .execute(&mut locker)
+        .await
+        .expect("release the job");
+    let (answers, tasks) = cycle
+        .await
+        .expect("the cycle's task")
+        .expect("the poll is valid");
+    assert_eq!(
+        answers
+            .into_iter()
+            .map(|a| a.map_err(|e| e.code()))
+            .collect::<Vec<_>>(),
+        vec![Ok(CompletionOutcome::Won)]
+    );
     let tasks = tasks.expect("the claim succeeds");
     assert_eq!(tasks.len(), 1);
     assert_ne!(tasks[0].job_id, t.job_id);
-    assert_eq!(engine.job(&owner(ALICE), t.job_id).await.unwrap().status, JobStatus::Succeeded);
+    assert_eq!(
+        engine.job(&owner(ALICE), t.job_id).await.unwrap().status,
+        JobStatus::Succeeded
+    );
 }
 
 /// Heartbeats share a statement, but one whose attempt another transaction holds (an
@@ -544,11 +627,27 @@ async fn a_heartbeat_waiting_for_its_attempt_does_not_hold_up_the_others() {
     let engine = db.engine();
     let held = held_jobs(&engine, 6).await;
     let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
-    sqlx::query("BEGIN").execute(&mut locker).await.expect("begin");
-    sqlx::query("SELECT 1 FROM attempts WHERE id = $1 FOR UPDATE").bind(held[0].attempt_id).execute(&mut locker).await.expect("lock the attempt");
+    sqlx::query("BEGIN")
+        .execute(&mut locker)
+        .await
+        .expect("begin");
+    sqlx::query("SELECT 1 FROM attempts WHERE id = $1 FOR UPDATE")
+        .bind(held[0].attempt_id)
+        .execute(&mut locker)
+        .await
+        .expect("lock the attempt");
     let waiting = {
         let (engine, t) = (engine.clone(), held[0].clone());
-        tokio::spawn(async move { engine.heartbeat(&owner(ALICE), t.attempt_id, t.lease_token, Some(&json!({ "held": true }))).await })
+        tokio::spawn(async move {
+            engine
+                .heartbeat(
+                    &owner(ALICE),
+                    t.attempt_id,
+                    t.lease_token,
+                    Some(&json!({ "held": true })),
+                )
+                .await
+        })
     };
     onceflow_tests::wait_for("the held attempt's heartbeat to wait for its row", std::time::Duration::from_secs(10), || async {
         db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").await > 0
@@ -557,13 +656,38 @@ async fn a_heartbeat_waiting_for_its_attempt_does_not_hold_up_the_others() {
     // The others are answered while that one still waits (states, not times: they could
     // not finish at all if they queued behind it).
     let (alice, other) = (owner(ALICE), json!({ "other": true }));
-    let others = join_all(held[1..].iter().map(|t| engine.heartbeat(&alice, t.attempt_id, t.lease_token, Some(&other))));
-    let others = tokio::time::timeout(std::time::Duration::from_secs(30), others).await.expect("the other heartbeats are answered while one attempt is held");
-    assert!(others.iter().all(|a| matches!(a, Ok(ack) if !ack.cancel_requested)), "{others:?}");
-    assert!(!waiting.is_finished(), "the held attempt's heartbeat waits for its row");
-    sqlx::query("COMMIT").execute(&mut locker).await.expect("release the attempt");
-    let ack = waiting.await.expect("the heartbeat's task").expect("its lease is extended once the row is free");
+    let others = join_all(
+        held[1..]
+            .iter()
+            .map(|t| engine.heartbeat(&alice, t.attempt_id, t.lease_token, Some(&other))),
+    );
+    let others = tokio::time::timeout(std::time::Duration::from_secs(30), others)
+        .await
+        .expect("the other heartbeats are answered while one attempt is held");
+    assert!(
+        others
+            .iter()
+            .all(|a| matches!(a, Ok(ack) if !ack.cancel_requested)),
+        "{others:?}"
+    );
+    assert!(
+        !waiting.is_finished(),
+        "the held attempt's heartbeat waits for its row"
+    );
+    sqlx::query("COMMIT")
+        .execute(&mut locker)
+        .await
+        .expect("release the attempt");
+    let ack = waiting
+        .await
+        .expect("the heartbeat's task")
+        .expect("its lease is extended once the row is free");
     assert!(!ack.cancel_requested);
-    let written = db.count("SELECT count(*) FROM attempts WHERE CAST(heartbeat_details AS TEXT) LIKE '%held%'").await;
-    assert_eq!(written, 1, "the held attempt's heartbeat wrote once it could");
+    let written = db
+        .count("SELECT count(*) FROM attempts WHERE CAST(heartbeat_details AS TEXT) LIKE '%held%'")
+        .await;
+    assert_eq!(
+        written, 1,
+        "the held attempt's heartbeat wrote once it could"
+    );
 }

@@ -1,7 +1,9 @@
 //! Invariant 4: exactly one winner, by compare-and-swap; the first result to return wins.
 
 use futures::future::join_all;
-use onceflow_engine::model::{ActivityTask, AttemptStatus, CompletionOutcome, JobStatus, JobView, Scope};
+use onceflow_engine::model::{
+    ActivityTask, AttemptStatus, CompletionOutcome, JobStatus, JobView, Scope,
+};
 use onceflow_engine::Engine;
 use onceflow_tests::{
     certify, claim, claim_one, code_of, error_of, event_types, llm_job, owner, quick_options,
@@ -12,14 +14,28 @@ use serde_json::json;
 /// Primary attempt A leaves first and goes unknown; an operator cancels it; the engine
 /// fails over to the certified fallback B, which a worker takes. Both are now out there.
 async fn two_attempts_out(engine: &Engine, key: &str) -> (JobView, ActivityTask, ActivityTask) {
-    let job = engine.submit(ALICE, key, &llm_job(json!({"prompt": key}), quick_options())).await.unwrap().job;
+    let job = engine
+        .submit(
+            ALICE,
+            key,
+            &llm_job(json!({"prompt": key}), quick_options()),
+        )
+        .await
+        .unwrap()
+        .job;
     let a = claim_one(engine, "primary-llm").await;
     reap_until_unknown(engine, job.id, a.attempt_id).await;
-    engine.cancel_attempt("ops", a.attempt_id, "stalled; trying the fallback").await.unwrap();
+    engine
+        .cancel_attempt("ops", a.attempt_id, "stalled; trying the fallback")
+        .await
+        .unwrap();
     let b = claim_one(engine, "fallback-llm").await;
     assert_eq!(b.job_id, job.id);
     assert_eq!(b.attempt_number, 2);
-    assert_eq!(b.idempotency_key, a.idempotency_key, "one identity for the downstream provider");
+    assert_eq!(
+        b.idempotency_key, a.idempotency_key,
+        "one identity for the downstream provider"
+    );
     (job, a, b)
 }
 

@@ -3,7 +3,7 @@
 use futures::future::join_all;
 use onceflow_engine::model::Scope;
 use onceflow_engine::{EngineError, JobRequest};
-use onceflow_tests::{code_of, event_types, quick_options, llm_job, rules, ALICE};
+use onceflow_tests::{code_of, event_types, llm_job, quick_options, rules, ALICE};
 use serde_json::json;
 
 async fn double_click(db: &onceflow_tests::TestDb, clicks: usize) {
@@ -14,17 +14,30 @@ async fn double_click(db: &onceflow_tests::TestDb, clicks: usize) {
         async move { engine.submit(ALICE, "click-1", &request).await }
     }))
     .await;
-    let submissions: Vec<_> = submissions.into_iter().map(|s| s.expect("every click is answered")).collect();
+    let submissions: Vec<_> = submissions
+        .into_iter()
+        .map(|s| s.expect("every click is answered"))
+        .collect();
     let first = submissions[0].job.id;
-    assert!(submissions.iter().all(|s| s.job.id == first), "every click answers the same job id");
-    assert_eq!(submissions.iter().filter(|s| !s.replayed).count(), 1, "exactly one click created the job");
+    assert!(
+        submissions.iter().all(|s| s.job.id == first),
+        "every click answers the same job id"
+    );
+    assert_eq!(
+        submissions.iter().filter(|s| !s.replayed).count(),
+        1,
+        "exactly one click created the job"
+    );
 
     let jobs = db.count("SELECT count(*) FROM jobs").await;
     let attempts = db.count("SELECT count(*) FROM attempts").await;
     assert_eq!((jobs, attempts), (1, 1), "one job, one first attempt");
     let events = event_types(&engines[0], first).await;
     assert_eq!(events.iter().filter(|e| *e == "job_created").count(), 1);
-    assert_eq!(events.iter().filter(|e| *e == "job_replayed").count(), clicks - 1);
+    assert_eq!(
+        events.iter().filter(|e| *e == "job_replayed").count(),
+        clicks - 1
+    );
 }
 
 rules! {

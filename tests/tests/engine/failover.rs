@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use onceflow_engine::model::{ActivityStatus, AttemptStatus, CompletionOutcome, Failover, JobStatus, Scope};
+use onceflow_engine::model::{
+    ActivityStatus, AttemptStatus, CompletionOutcome, Failover, JobStatus, Scope,
+};
 use onceflow_engine::EngineError;
 use onceflow_tests::{
     certify, claim, claim_one, code_of, error_of, event_types, llm_job, owner, quick_options,

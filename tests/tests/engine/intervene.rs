@@ -1,7 +1,9 @@
 //! Invariant 2 and the people who step in: manual attempts, operator cancels, job cancels.
 
 use futures::future::join_all;
-use onceflow_engine::model::{ActivityStatus, AttemptStatus, CompletionOutcome, Failover, JobStatus, Scope};
+use onceflow_engine::model::{
+    ActivityStatus, AttemptStatus, CompletionOutcome, Failover, JobStatus, Scope,
+};
 use onceflow_tests::{
     certify, claim_one, code_of, error_of, event_types, llm_job, owner, quick_options, result_of,
     rules, ALICE,

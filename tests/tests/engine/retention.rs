@@ -8,7 +8,9 @@ use std::time::Duration;
 use futures::future::join_all;
 use onceflow_engine::model::{CompletionOutcome, JobStatus, Overlap, Scope};
 use onceflow_engine::{Engine, EngineError, ScheduleRequestBody};
-use onceflow_tests::{claim, claim_one, llm_job, owner, quick_options, result_of, rules, TestDb, ALICE};
+use onceflow_tests::{
+    claim, claim_one, llm_job, owner, quick_options, result_of, rules, TestDb, ALICE,
+};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -16,17 +18,30 @@ const RETENTION: Duration = Duration::from_secs(1);
 
 /// Submits a job and runs it to `succeeded`.
 async fn finished(engine: &Engine, key: &str) -> Uuid {
-    let job = engine.submit(ALICE, key, &llm_job(json!({"key": key}), quick_options())).await.unwrap().job;
+    let job = engine
+        .submit(ALICE, key, &llm_job(json!({"key": key}), quick_options()))
+        .await
+        .unwrap()
+        .job;
     let task = claim_one(engine, "primary-llm").await;
     assert_eq!(task.job_id, job.id);
-    let outcome = engine.complete(&Scope::AllOwners, task.attempt_id, &result_of(&task, json!({"text": key}))).await.unwrap();
+    let outcome = engine
+        .complete(
+            &Scope::AllOwners,
+            task.attempt_id,
+            &result_of(&task, json!({"text": key})),
+        )
+        .await
+        .unwrap();
     assert_eq!(outcome, CompletionOutcome::Won);
     job.id
 }
 
 /// Rows a job owns, table by table.
 async fn rows_of(db: &TestDb, job: Uuid) -> [i64; 5] {
-    let count = |table: &str, column: &str| format!("SELECT count(*) FROM {table} WHERE {column} = '{job}'");
+    let count = |table: &str, column: &str| {
+        format!("SELECT count(*) FROM {table} WHERE {column} = '{job}'")
+    };
     [
         db.count(&count("jobs", "id")).await,
         db.count(&count("activities", "job_id")).await,
@@ -196,14 +211,35 @@ async fn a_job_held_by_another_transaction_is_passed_over_and_pruned_next_pass()
     retention_passes().await;
     let mut holder = db.pg_connection().await.expect("PostgreSQL");
     let mut held = holder.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE").bind(jobs[0]).execute(&mut *held).await.expect("lock the oldest job");
+    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(jobs[0])
+        .execute(&mut *held)
+        .await
+        .expect("lock the oldest job");
 
     // Batches of one: the held job is the oldest, so every batch would meet it first.
-    let pass = tokio::time::timeout(Duration::from_secs(20), engine.prune_finished_jobs(RETENTION, 1)).await;
-    assert_eq!(pass.expect("the pass never waits for the held job").unwrap(), 3, "every job but the held one");
-    assert_eq!(rows_of(&db, jobs[0]).await[0], 1, "the held job is still there");
+    let pass = tokio::time::timeout(
+        Duration::from_secs(20),
+        engine.prune_finished_jobs(RETENTION, 1),
+    )
+    .await;
+    assert_eq!(
+        pass.expect("the pass never waits for the held job")
+            .unwrap(),
+        3,
+        "every job but the held one"
+    );
+    assert_eq!(
+        rows_of(&db, jobs[0]).await[0],
+        1,
+        "the held job is still there"
+    );
     held.commit().await.expect("release");
-    assert_eq!(engine.prune_finished_jobs(RETENTION, 1).await.unwrap(), 1, "the next pass takes it");
+    assert_eq!(
+        engine.prune_finished_jobs(RETENTION, 1).await.unwrap(),
+        1,
+        "the next pass takes it"
+    );
     assert_eq!(db.count("SELECT count(*) FROM jobs").await, 0);
     db.assert_integrity().await;
 }

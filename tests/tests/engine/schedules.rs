@@ -25,11 +25,21 @@ fn every_second(overlap: Overlap) -> ScheduleRequestBody {
 async fn keys(db: &TestDb) -> Vec<String> {
     let page = db
         .engine()
-        .list_jobs(&owner(ALICE), &JobListQuery { limit: Some(500), ..JobListQuery::default() })
+        .list_jobs(
+            &owner(ALICE),
+            &JobListQuery {
+                limit: Some(500),
+                ..JobListQuery::default()
+            },
+        )
         .await
         .expect("jobs list");
     let keys: Vec<String> = page.jobs.into_iter().map(|j| j.idempotency_key).collect();
-    assert_eq!(keys.iter().collect::<BTreeSet<_>>().len(), keys.len(), "no key twice");
+    assert_eq!(
+        keys.iter().collect::<BTreeSet<_>>().len(),
+        keys.len(),
+        "no key twice"
+    );
     keys
 }
 

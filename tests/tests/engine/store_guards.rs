@@ -4,22 +4,33 @@
 
 use onceflow_engine::model::{ActivityStatus, AttemptStatus, JobStatus, Scope};
 use onceflow_engine::store::{AttemptLocation, LeaseExtension, NewEvent, NewReplay, Store};
-use std::sync::Arc;
 use onceflow_engine::Engine;
 use onceflow_tests::{claim_one, llm_job, quick_options, rules, Backend, TestDb, ALICE};
 use serde_json::json;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// A job whose first attempt a worker holds: (store, job id, activity id, attempt id, token).
 async fn held(db: &TestDb) -> (Arc<dyn Store>, Engine, Uuid, Uuid, Uuid, Uuid) {
     let engine = db.engine();
-    let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+    let job = engine
+        .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+        .await
+        .unwrap()
+        .job;
     let task = claim_one(&engine, "primary-llm").await;
     let store = db.store();
     let mut tx = store.begin().await.unwrap();
     let attempt = tx.attempt(ALICE, task.attempt_id).await.unwrap().unwrap();
     drop(tx);
-    (store, engine, job.id, attempt.activity_id, task.attempt_id, task.lease_token)
+    (
+        store,
+        engine,
+        job.id,
+        attempt.activity_id,
+        task.attempt_id,
+        task.lease_token,
+    )
 }
 
 rules! {
@@ -162,7 +173,10 @@ async fn the_integrity_check_finds_attempts_without_their_activity_or_with_anoth
         ("another job", "activity_id", "md5('no-such-job')::uuid"),
     ] {
         let db = TestDb::new(Backend::Postgres).await;
-        db.engine().submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap();
+        db.engine()
+            .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+            .await
+            .unwrap();
         db.assert_integrity().await;
         db.execute(&format!(
             "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, finished_at)
@@ -171,7 +185,9 @@ async fn the_integrity_check_finds_attempts_without_their_activity_or_with_anoth
         ))
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let checked = std::panic::AssertUnwindSafe(db.assert_integrity()).catch_unwind().await;
+        let checked = std::panic::AssertUnwindSafe(db.assert_integrity())
+            .catch_unwind()
+            .await;
         assert!(checked.is_err(), "{name}: the integrity check must fail");
     }
 }

@@ -8,12 +8,19 @@ use serde_json::json;
 
 fn onceflow(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let mut command = Command::new(onceflow_binary());
-    command.args(args).env_remove("ONCEFLOW_URL").env_remove("ONCEFLOW_TOKEN");
+    command
+        .args(args)
+        .env_remove("ONCEFLOW_URL")
+        .env_remove("ONCEFLOW_TOKEN");
     for (k, v) in env {
         command.env(k, v);
     }
     let out = command.output().expect("run onceflow");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 rules! {

@@ -21,11 +21,23 @@ impl Drop for Dev {
 
 async fn start_dev(dir: &std::path::Path, port: u16, demo: bool) -> Dev {
     let mut command = Command::new(onceflow_binary());
-    command.args(["dev", "--dir", &dir.display().to_string(), "--bind", &format!("127.0.0.1:{port}"), "--reaper-interval-ms", "100"]);
+    command.args([
+        "dev",
+        "--dir",
+        &dir.display().to_string(),
+        "--bind",
+        &format!("127.0.0.1:{port}"),
+        "--reaper-interval-ms",
+        "100",
+    ]);
     if demo {
         command.arg("--demo");
     }
-    let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn onceflow dev");
+    let child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn onceflow dev");
     let api = Api::new(format!("http://127.0.0.1:{port}"));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -34,7 +46,10 @@ async fn start_dev(dir: &std::path::Path, port: u16, demo: bool) -> Dev {
                 break;
             }
         }
-        assert!(tokio::time::Instant::now() < deadline, "onceflow dev did not come up");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "onceflow dev did not come up"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Dev { child, api }
@@ -43,16 +58,27 @@ async fn start_dev(dir: &std::path::Path, port: u16, demo: bool) -> Dev {
 fn env_var(dir: &std::path::Path, name: &str) -> String {
     let text = std::fs::read_to_string(dir.join("tokens.env")).expect("tokens.env written");
     text.lines()
-        .find_map(|l| l.trim_start_matches("export ").strip_prefix(&format!("{name}=")).map(str::to_owned))
+        .find_map(|l| {
+            l.trim_start_matches("export ")
+                .strip_prefix(&format!("{name}="))
+                .map(str::to_owned)
+        })
         .unwrap_or_else(|| panic!("{name} in tokens.env:\n{text}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn onceflow_dev_runs_on_sqlite_and_keeps_everything_across_restarts() {
     let dir = std::env::temp_dir().join(format!("onceflow-dev-{}", uuid::Uuid::new_v4().simple()));
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dev = start_dev(&dir, port, true).await;
-    assert!(dir.join("dev.db").exists(), "the database is ./.onceflow/dev.db (here under --dir)");
+    assert!(
+        dir.join("dev.db").exists(),
+        "the database is ./.onceflow/dev.db (here under --dir)"
+    );
     assert_eq!(env_var(&dir, "ONCEFLOW_URL"), dev.api.url);
     let client = env_var(&dir, "ONCEFLOW_CLIENT_TOKEN");
     let body = json!({"activity": "generate", "providers": ["primary-llm", "fallback-llm"], "task_queue": "demo", "input": {"prompt": "hello"}});
@@ -67,17 +93,32 @@ async fn onceflow_dev_runs_on_sqlite_and_keeps_everything_across_restarts() {
             assert_eq!(job.body["result"]["model"], json!("primary-llm"));
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the demo worker did not run the job: {}", job.body);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the demo worker did not run the job: {}",
+            job.body
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Stop it hard, start it again: the job, its history and the tokens are still there.
     drop(dev);
     let dev = start_dev(&dir, port, false).await;
-    assert_eq!(env_var(&dir, "ONCEFLOW_CLIENT_TOKEN"), client, "working tokens are kept");
+    assert_eq!(
+        env_var(&dir, "ONCEFLOW_CLIENT_TOKEN"),
+        client,
+        "working tokens are kept"
+    );
     let job = dev.api.get(&format!("/v1/jobs/{id}"), &client).await;
-    assert_eq!((job.status, job.body["status"].clone()), (StatusCode::OK, json!("succeeded")));
+    assert_eq!(
+        (job.status, job.body["status"].clone()),
+        (StatusCode::OK, json!("succeeded"))
+    );
     let replay = dev.api.submit(&client, "try-1", &body).await;
-    assert_eq!((replay.status, replay.body["id"].clone()), (StatusCode::OK, json!(id)), "the double-click still finds its job");
+    assert_eq!(
+        (replay.status, replay.body["id"].clone()),
+        (StatusCode::OK, json!(id)),
+        "the double-click still finds its job"
+    );
     let events = dev.api.get(&format!("/v1/jobs/{id}/events"), &client).await;
     assert!(events.body["events"].as_array().unwrap().len() >= 4);
     drop(dev);

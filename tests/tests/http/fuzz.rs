@@ -22,17 +22,50 @@ impl Xorshift {
 
     /// A random JSON value of bounded depth, with the field names the API uses.
     fn value(&mut self, depth: u32) -> Value {
-        const KEYS: [&str; 16] = ["activity", "workflow", "providers", "input", "options", "retry", "lease_token", "result",
-            "error", "reason", "provider", "worker_id", "wait_ms", "max_tasks", "output_schema", "owner"];
+        const KEYS: [&str; 16] = [
+            "activity",
+            "workflow",
+            "providers",
+            "input",
+            "options",
+            "retry",
+            "lease_token",
+            "result",
+            "error",
+            "reason",
+            "provider",
+            "worker_id",
+            "wait_ms",
+            "max_tasks",
+            "output_schema",
+            "owner",
+        ];
         match self.next() % if depth == 0 { 6 } else { 8 } {
             0 => Value::Null,
             1 => json!(self.next().is_multiple_of(2)),
             2 => json!(self.next() as i64),
             3 => json!(-(self.next() as f64) / 3.0),
-            4 => json!(["", "primary-llm", "\u{0}", "é", "00000000-0000-0000-0000-000000000000", "manual"][(self.next() % 6) as usize]),
+            4 => json!(
+                [
+                    "",
+                    "primary-llm",
+                    "\u{0}",
+                    "é",
+                    "00000000-0000-0000-0000-000000000000",
+                    "manual"
+                ][(self.next() % 6) as usize]
+            ),
             5 => json!(u64::MAX),
-            6 => Value::Array((0..self.next() % 4).map(|_| self.value(depth - 1)).collect()),
-            _ => Value::Object((0..self.next() % 5).map(|_| (self.pick(&KEYS).to_string(), self.value(depth - 1))).collect()),
+            6 => Value::Array(
+                (0..self.next() % 4)
+                    .map(|_| self.value(depth - 1))
+                    .collect(),
+            ),
+            _ => Value::Object(
+                (0..self.next() % 5)
+                    .map(|_| (self.pick(&KEYS).to_string(), self.value(depth - 1)))
+                    .collect(),
+            ),
         }
     }
 }

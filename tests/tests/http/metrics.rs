@@ -8,7 +8,13 @@ use reqwest::Method;
 use serde_json::json;
 
 async fn metric(server: &TestServer, name: &str) -> f64 {
-    let reply = server.api.http.get(format!("{}/metrics", server.api.url)).send().await.unwrap();
+    let reply = server
+        .api
+        .http
+        .get(format!("{}/metrics", server.api.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(reply.status().as_u16(), 200);
     let text = reply.text().await.unwrap();
     text.lines()

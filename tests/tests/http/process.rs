@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use onceflow_engine::model::Role;
-use onceflow_tests::{rules, wait_for};
 use onceflow_tests::server::{onceflow_binary, ServerProcess};
+use onceflow_tests::{rules, wait_for};
 use reqwest::StatusCode;
 use serde_json::json;
 

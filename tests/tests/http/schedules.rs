@@ -15,7 +15,14 @@ fn every_second(overlap: &str) -> Value {
 }
 
 async fn put(api: &Api, token: &str, name: &str, body: &Value) -> onceflow_tests::server::Reply {
-    api.send(Method::PUT, &format!("/v1/schedules/{name}"), Some(token), &[], Some(body)).await
+    api.send(
+        Method::PUT,
+        &format!("/v1/schedules/{name}"),
+        Some(token),
+        &[],
+        Some(body),
+    )
+    .await
 }
 
 async fn schedule(api: &Api, token: &str, name: &str) -> Value {
@@ -27,28 +34,50 @@ async fn schedule(api: &Api, token: &str, name: &str) -> Value {
 /// The tick times of the jobs the schedule `name` submitted, from their idempotency keys;
 /// fails if any tick has two jobs.
 async fn ticks_of_jobs(api: &Api, token: &str, name: &str) -> Vec<DateTime<Utc>> {
-    let jobs = api.get("/v1/jobs?limit=500", token).await.body["jobs"].as_array().cloned().unwrap_or_default();
+    let jobs = api.get("/v1/jobs?limit=500", token).await.body["jobs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let prefix = format!("schedule:{name}:");
     let mut ticks: Vec<DateTime<Utc>> = jobs
         .iter()
-        .filter_map(|j| j["idempotency_key"].as_str()?.strip_prefix(&prefix).map(str::to_owned))
-        .map(|t| DateTime::parse_from_rfc3339(&t).expect("tick time in the key").with_timezone(&Utc))
+        .filter_map(|j| {
+            j["idempotency_key"]
+                .as_str()?
+                .strip_prefix(&prefix)
+                .map(str::to_owned)
+        })
+        .map(|t| {
+            DateTime::parse_from_rfc3339(&t)
+                .expect("tick time in the key")
+                .with_timezone(&Utc)
+        })
         .collect();
     ticks.sort();
     let distinct: BTreeSet<_> = ticks.iter().collect();
-    assert_eq!(distinct.len(), ticks.len(), "a tick has more than one job: {ticks:?}");
+    assert_eq!(
+        distinct.len(),
+        ticks.len(),
+        "a tick has more than one job: {ticks:?}"
+    );
     ticks
 }
 
 /// Consecutive seconds: no tick was fired twice, and none was left out.
 fn assert_consecutive_seconds(ticks: &[DateTime<Utc>]) {
     for pair in ticks.windows(2) {
-        assert_eq!((pair[1] - pair[0]).num_seconds(), 1, "ticks are one second apart: {ticks:?}");
+        assert_eq!(
+            (pair[1] - pair[0]).num_seconds(),
+            1,
+            "ticks are one second apart: {ticks:?}"
+        );
     }
 }
 
 fn time(v: &Value) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(v.as_str().expect("a time")).expect("RFC 3339").with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(v.as_str().expect("a time"))
+        .expect("RFC 3339")
+        .with_timezone(&Utc)
 }
 
 rules! {

@@ -13,8 +13,15 @@ async fn register_and_certify(server: &TestServer, provider: &str) -> String {
         "output_schema": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}})).await;
     assert_eq!(contract.status, StatusCode::OK);
     let hash = contract.body["contract_hash"].as_str().unwrap().to_owned();
-    let cert = server.api.post("/v1/worker/certifications", w, &json!({"activity": "generate", "provider": provider,
-        "contract_hash": hash, "passed": true, "report": {"cases": 2}})).await;
+    let cert = server
+        .api
+        .post(
+            "/v1/worker/certifications",
+            w,
+            &json!({"activity": "generate", "provider": provider,
+        "contract_hash": hash, "passed": true, "report": {"cases": 2}}),
+        )
+        .await;
     assert_eq!(cert.status, StatusCode::CREATED);
     hash
 }

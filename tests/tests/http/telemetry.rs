@@ -15,21 +15,28 @@ use reqwest::StatusCode;
 async fn collector() -> (String, Arc<Mutex<Vec<Bytes>>>) {
     let received: Arc<Mutex<Vec<Bytes>>> = Arc::default();
     let keep = received.clone();
-    let app = axum::Router::new().route("/v1/traces", post(move |body: Bytes| {
-        let keep = keep.clone();
-        async move {
-            keep.lock().expect("not poisoned").push(body);
-            StatusCode::OK
-        }
-    }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        post(move |body: Bytes| {
+            let keep = keep.clone();
+            async move {
+                keep.lock().expect("not poisoned").push(body);
+                StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
     let url = format!("http://{}", listener.local_addr().expect("bound"));
     tokio::spawn(async move { axum::serve(listener, app).await });
     (url, received)
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
 }
 
 rules! {

@@ -8,12 +8,23 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 async fn raw_get(server: &TestServer, path: &str) -> reqwest::Response {
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    http.get(format!("{}{path}", server.api.url)).send().await.expect("the server answers")
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    http.get(format!("{}{path}", server.api.url))
+        .send()
+        .await
+        .expect("the server answers")
 }
 
 fn ids(reply: &Value) -> Vec<String> {
-    reply["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_owned()).collect()
+    reply["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn query_time(t: &Value) -> String {

@@ -20,10 +20,20 @@ async fn register_text_contract(server: &TestServer) {
 /// Submits `n` jobs for `primary-llm` and takes their attempts with one poll.
 async fn started_attempts(server: &TestServer, n: usize) -> Vec<Value> {
     for i in 0..n {
-        let reply = server.api.submit(&server.tokens.client, &format!("k{i}"), &json!({"activity": "generate", "providers": ["primary-llm"]})).await;
+        let reply = server
+            .api
+            .submit(
+                &server.tokens.client,
+                &format!("k{i}"),
+                &json!({"activity": "generate", "providers": ["primary-llm"]}),
+            )
+            .await;
         assert_eq!(reply.status, StatusCode::CREATED);
     }
-    let tasks = server.api.poll(&server.tokens.worker, "primary-llm", 2000).await;
+    let tasks = server
+        .api
+        .poll(&server.tokens.worker, "primary-llm", 2000)
+        .await;
     assert_eq!(tasks.len(), n);
     tasks
 }
@@ -33,10 +43,15 @@ fn result_item(task: &Value, result: Value) -> Value {
 }
 
 async fn attempt_status(server: &TestServer, task: &Value) -> Value {
-    let job = server.api.get(&format!("/v1/jobs/{}", task["job_id"].as_str().unwrap()), &server.tokens.operator).await;
+    let job = server
+        .api
+        .get(
+            &format!("/v1/jobs/{}", task["job_id"].as_str().unwrap()),
+            &server.tokens.operator,
+        )
+        .await;
     job.body["activities"][0]["attempts"][0]["status"].clone()
 }
-
 
 rules! {
     async fn a_long_poll_is_woken_as_soon_as_work_is_scheduled(db) {

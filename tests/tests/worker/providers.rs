@@ -7,7 +7,9 @@ use std::time::Duration;
 use onceflow_engine::model::{AttemptStatus, JobStatus};
 use onceflow_tests::server::TestServer;
 use onceflow_tests::{rules, wait_for};
-use onceflow_worker::{ActivityContext, ActivityError, ActivityOptions, Client, StopReason, Worker};
+use onceflow_worker::{
+    ActivityContext, ActivityError, ActivityOptions, Client, StopReason, Worker,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -24,7 +26,10 @@ struct Reply {
 }
 
 fn options(heartbeat_s: u64) -> ActivityOptions {
-    ActivityOptions { heartbeat_timeout_s: Some(heartbeat_s), ..ActivityOptions::default() }
+    ActivityOptions {
+        heartbeat_timeout_s: Some(heartbeat_s),
+        ..ActivityOptions::default()
+    }
 }
 
 fn client(server: &TestServer) -> Client {
@@ -47,7 +52,14 @@ fn start(worker: Worker) -> (Running, Arc<Worker>) {
 }
 
 async fn echo(ctx: ActivityContext, prompt: Prompt) -> Result<Reply, ActivityError> {
-    Ok(Reply { text: format!("{} [{} #{}]", prompt.text, ctx.idempotency_key(), ctx.attempt()) })
+    Ok(Reply {
+        text: format!(
+            "{} [{} #{}]",
+            prompt.text,
+            ctx.idempotency_key(),
+            ctx.attempt()
+        ),
+    })
 }
 
 /// An engine as it was before completions could share requests: it has no
@@ -95,7 +107,6 @@ async fn start_old_engine(upstream: String) -> (String, Arc<std::sync::atomic::A
     tokio::spawn(async move { axum::serve(listener, app).await });
     (url, refused)
 }
-
 
 rules! {
     async fn a_worker_processes_jobs_end_to_end(db) {

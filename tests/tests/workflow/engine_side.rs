@@ -5,20 +5,38 @@ use std::time::Duration;
 use futures::future::join_all;
 use onceflow_engine::model::{ErrorInfo, Scope};
 use onceflow_engine::{ClaimRequest, Engine, JobRequest, WorkflowTaskOutcome};
-use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, Task, WorkflowCommand, WorkflowTask};
+use onceflow_protocol::workflow::{
+    CompleteWorkflowTaskRequest, Task, WorkflowCommand, WorkflowTask,
+};
 use onceflow_tests::{code_of, event_types, rules, wait_for, ALICE};
 use serde_json::json;
 
 async fn workflow_task(engine: &Engine, worker: &str) -> Option<WorkflowTask> {
-    let request = ClaimRequest { worker_id: worker.into(), task_queue: "default".into(), providers: vec![], max_tasks: 1 };
-    engine.claim_tasks(&Scope::AllOwners, &request, &["pipeline".to_owned()]).await.unwrap().into_iter().find_map(|t| match t {
-        Task::Workflow(w) => Some(w),
-        Task::Activity(_) => None,
-    })
+    let request = ClaimRequest {
+        worker_id: worker.into(),
+        task_queue: "default".into(),
+        providers: vec![],
+        max_tasks: 1,
+    };
+    engine
+        .claim_tasks(&Scope::AllOwners, &request, &["pipeline".to_owned()])
+        .await
+        .unwrap()
+        .into_iter()
+        .find_map(|t| match t {
+            Task::Workflow(w) => Some(w),
+            Task::Activity(_) => None,
+        })
 }
 
 fn schedule(seq: i32, name: &str) -> WorkflowCommand {
-    WorkflowCommand::ScheduleActivity { seq, activity: name.into(), providers: vec![name.into()], input: json!({"step": seq}), options: None }
+    WorkflowCommand::ScheduleActivity {
+        seq,
+        activity: name.into(),
+        providers: vec![name.into()],
+        input: json!({"step": seq}),
+        options: None,
+    }
 }
 
 rules! {

@@ -8,7 +8,9 @@ use onceflow_engine::model::{AttemptStatus, JobStatus, Role};
 use onceflow_tests::server::{ServerProcess, TestServer};
 use onceflow_tests::{rules, wait_for};
 use onceflow_worker::api::JobRequestBody;
-use onceflow_worker::{ActivityContext, ActivityError, Client, Worker, WorkflowContext, WorkflowError};
+use onceflow_worker::{
+    ActivityContext, ActivityError, Client, Worker, WorkflowContext, WorkflowError,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -19,13 +21,23 @@ struct Text {
 }
 
 fn workflow_job(name: &str, input: serde_json::Value) -> JobRequestBody {
-    JobRequestBody { workflow: Some(name.into()), activity: None, providers: None, input: Some(input), task_queue: None, options: None }
+    JobRequestBody {
+        workflow: Some(name.into()),
+        activity: None,
+        providers: None,
+        input: Some(input),
+        task_queue: None,
+        options: None,
+    }
 }
 
 /// fetch → generate → store.
 async fn pipeline(ctx: WorkflowContext, input: Text) -> Result<Text, WorkflowError> {
     let page: Text = ctx.activity("fetch", &input).await?;
-    let summary: Text = ctx.activity("generate", &page).providers(["primary-llm"]).await?;
+    let summary: Text = ctx
+        .activity("generate", &page)
+        .providers(["primary-llm"])
+        .await?;
     let stored: Text = ctx.activity("store", &summary).await?;
     Ok(stored)
 }
@@ -38,20 +50,42 @@ struct Calls {
     store: AtomicU32,
 }
 
-fn with_providers(builder: onceflow_worker::WorkerBuilder, calls: Arc<Calls>) -> onceflow_worker::WorkerBuilder {
+fn with_providers(
+    builder: onceflow_worker::WorkerBuilder,
+    calls: Arc<Calls>,
+) -> onceflow_worker::WorkerBuilder {
     let (c1, c2, c3) = (calls.clone(), calls.clone(), calls);
     builder
         .provider("fetch", "fetch", move |_ctx: ActivityContext, t: Text| {
             let c = c1.clone();
-            async move { c.fetch.fetch_add(1, Ordering::SeqCst); Ok::<_, ActivityError>(Text { text: format!("page of {}", t.text) }) }
+            async move {
+                c.fetch.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ActivityError>(Text {
+                    text: format!("page of {}", t.text),
+                })
+            }
         })
-        .provider("generate", "primary-llm", move |_ctx: ActivityContext, t: Text| {
-            let c = c2.clone();
-            async move { c.generate.fetch_add(1, Ordering::SeqCst); Ok::<_, ActivityError>(Text { text: format!("summary of {}", t.text) }) }
-        })
+        .provider(
+            "generate",
+            "primary-llm",
+            move |_ctx: ActivityContext, t: Text| {
+                let c = c2.clone();
+                async move {
+                    c.generate.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, ActivityError>(Text {
+                        text: format!("summary of {}", t.text),
+                    })
+                }
+            },
+        )
         .provider("store", "store", move |_ctx: ActivityContext, t: Text| {
             let c = c3.clone();
-            async move { c.store.fetch_add(1, Ordering::SeqCst); Ok::<_, ActivityError>(Text { text: format!("stored {}", t.text) }) }
+            async move {
+                c.store.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ActivityError>(Text {
+                    text: format!("stored {}", t.text),
+                })
+            }
         })
 }
 
@@ -266,10 +300,23 @@ rules! {
 #[tokio::test]
 #[ignore = "run as a child process by a_worker_killed_between_steps_is_replaced_without_rerunning_completed_activities"]
 async fn child_pipeline_worker() {
-    let (Ok(url), Ok(token)) = (std::env::var("ONCEFLOW_CHILD_URL"), std::env::var("ONCEFLOW_CHILD_TOKEN")) else { return };
+    let (Ok(url), Ok(token)) = (
+        std::env::var("ONCEFLOW_CHILD_URL"),
+        std::env::var("ONCEFLOW_CHILD_TOKEN"),
+    ) else {
+        return;
+    };
     let worker = Worker::builder(url, token)
         .workflow("pipeline", pipeline)
-        .provider("fetch", "fetch", |_ctx: ActivityContext, t: Text| async move { Ok::<_, ActivityError>(Text { text: format!("page of {}", t.text) }) })
+        .provider(
+            "fetch",
+            "fetch",
+            |_ctx: ActivityContext, t: Text| async move {
+                Ok::<_, ActivityError>(Text {
+                    text: format!("page of {}", t.text),
+                })
+            },
+        )
         .build()
         .unwrap();
     worker.run().await.unwrap();
