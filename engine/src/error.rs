@@ -107,6 +107,14 @@ pub enum EngineError {
         /// Every way the result fails that contract, for humans.
         errors: Vec<String>,
     },
+    /// 422 `invalid_result`: a worker's result or error cannot be stored as sent (it holds
+    /// the character U+0000); the attempt is `invalid` and the retry/failover policy
+    /// moves on, as after a contract violation.
+    #[error("the result cannot be stored: {reason}")]
+    InvalidResult {
+        /// Where and why, for humans.
+        reason: String,
+    },
     /// 503 `unavailable`: the database does not answer.
     #[error("the database is unavailable")]
     Unavailable(#[source] StoreError),
@@ -138,6 +146,7 @@ impl EngineError {
             EngineError::LeaseLost => "lease_lost",
             EngineError::AttemptNotCancellable { .. } => "attempt_not_cancellable",
             EngineError::ContractViolation { .. } => "contract_violation",
+            EngineError::InvalidResult { .. } => "invalid_result",
             EngineError::Unavailable(_) => "unavailable",
             EngineError::Internal(_) => "internal",
         }
@@ -159,7 +168,7 @@ impl EngineError {
             | EngineError::JobFinished
             | EngineError::LeaseLost
             | EngineError::AttemptNotCancellable { .. } => 409,
-            EngineError::ContractViolation { .. } => 422,
+            EngineError::ContractViolation { .. } | EngineError::InvalidResult { .. } => 422,
             EngineError::Unavailable(_) => 503,
             EngineError::Internal(_) => 500,
         }
@@ -176,6 +185,7 @@ impl EngineError {
                 json!({ "provider": provider, "reason": reason })
             }
             EngineError::AttemptNotCancellable { status } => json!({ "status": status }),
+            EngineError::InvalidResult { reason } => json!({ "reason": reason }),
             EngineError::ContractViolation {
                 contract_hash,
                 errors,
@@ -193,7 +203,25 @@ impl From<StoreError> for EngineError {
             StoreError::Database(
                 sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_),
             ) => EngineError::Unavailable(err),
+            // The engine refuses what a store cannot hold before it gets there (`text`,
+            // request validation); should a value slip through, the client's input is
+            // refused, never answered as the server's bug.
+            StoreError::Database(sqlx::Error::Database(db))
+                if is_unstorable_input(db.code().as_deref()) =>
+            {
+                EngineError::InvalidRequest(format!(
+                    "a value of the request cannot be stored: {}",
+                    db.message()
+                ))
+            }
             _ => EngineError::Internal(err),
         }
     }
+}
+
+/// SQLSTATEs of a value the database cannot hold: a NUL character in text or JSON
+/// (`22P05`, `22021`), a number, time or interval out of range (`22003`, `22008`,
+/// `22015`).
+fn is_unstorable_input(code: Option<&str>) -> bool {
+    matches!(code, Some("22P05" | "22021" | "22003" | "22008" | "22015"))
 }

@@ -27,6 +27,7 @@ pub mod model;
 pub mod request;
 pub mod store;
 pub mod telemetry;
+pub mod text;
 
 pub use domain::{
     tick_key, ClaimRequest, Completion, CompletionBody, CronSpec, Engine, HeartbeatAck,

@@ -134,6 +134,9 @@ impl JobRequest {
     /// Checks the rules serde cannot: names, provider lists and option ranges.
     pub fn validate(&self) -> Result<(), EngineError> {
         check_name("task_queue", &self.task_queue)?;
+        if let Some(at) = crate::text::nul_in_json(&self.input, "input") {
+            return Err(EngineError::invalid_request(crate::text::nul_message(&at)));
+        }
         match &self.target {
             JobTarget::Workflow { name } => check_name("workflow", name),
             JobTarget::Activity {
@@ -142,14 +145,15 @@ impl JobRequest {
                 options,
             } => {
                 check_name("activity", name)?;
-                if providers.is_empty() {
-                    return Err(EngineError::invalid_request(
-                        "providers: at least one provider is required",
-                    ));
+                if providers.is_empty() || providers.len() > MAX_PROVIDERS {
+                    return Err(EngineError::invalid_request(format!(
+                        "providers: must hold 1 to {MAX_PROVIDERS} distinct providers"
+                    )));
                 }
+                let mut seen = std::collections::HashSet::with_capacity(providers.len());
                 for (i, provider) in providers.iter().enumerate() {
                     check_name(&format!("providers[{i}]"), provider)?;
-                    if providers[..i].contains(provider) {
+                    if !seen.insert(provider.as_str()) {
                         return Err(EngineError::invalid_request(format!(
                             "providers[{i}]: `{provider}` is listed twice"
                         )));
@@ -263,6 +267,9 @@ fn integral_floats_to_integers(value: &mut Value) {
         _ => {}
     }
 }
+
+/// The most providers an activity may list (API.md, Hardening).
+pub const MAX_PROVIDERS: usize = 32;
 
 /// The longest timeout accepted: one year.
 const MAX_TIMEOUT_S: u64 = 365 * 24 * 3600;

@@ -174,8 +174,12 @@ pub struct JobList {
 /// `{"events": [...]}`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct EventList {
-    /// The job's history, oldest first.
+    /// The job's history, oldest first: the page asked for.
     pub events: Vec<JobEvent>,
+    /// Pass as `after_seq` for the next page (the last `seq` of this one); `null` on the
+    /// last page.
+    #[serde(default)]
+    pub next: Option<i64>,
 }
 
 /// Body of the manual attempt: the provider to try.
@@ -250,7 +254,9 @@ pub struct PollResponse {
 /// Body of a heartbeat.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct HeartbeatRequest {
-    /// The attempt's fencing token.
+    /// The attempt's fencing token, as handed out (opaque: any other string holds nothing).
+    #[serde(deserialize_with = "opaque_lease_token")]
+    #[schema(value_type = String)]
     pub lease_token: Uuid,
     /// Progress details, kept on the attempt.
     #[serde(default)]
@@ -278,7 +284,9 @@ pub struct WorkerError {
 /// Body of a completion: exactly one of `result` or `error`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CompleteRequest {
-    /// The attempt's fencing token.
+    /// The attempt's fencing token, as handed out (opaque: any other string holds nothing).
+    #[serde(deserialize_with = "opaque_lease_token")]
+    #[schema(value_type = String)]
     pub lease_token: Uuid,
     /// The activity version read with the task (informational; the engine keeps its own).
     #[serde(default)]
@@ -315,7 +323,9 @@ pub struct CompleteManyRequest {
 pub struct AttemptCompletion {
     /// The attempt.
     pub attempt_id: Uuid,
-    /// The attempt's fencing token.
+    /// The attempt's fencing token, as handed out (opaque: any other string holds nothing).
+    #[serde(deserialize_with = "opaque_lease_token")]
+    #[schema(value_type = String)]
     pub lease_token: Uuid,
     /// The activity version read with the task (informational; the engine keeps its own).
     #[serde(default)]
@@ -497,4 +507,13 @@ pub struct ContractSummary {
 pub struct ContractList {
     /// The contracts visible to the token.
     pub contracts: Vec<ContractSummary>,
+}
+
+/// Reads a lease token sent back by a client. A lease token is an opaque string to
+/// clients: one that is not a token the engine could have handed out becomes the nil
+/// UUID, which no attempt ever holds (tokens are random), so it is refused exactly as a
+/// wrong token is (`lease_lost`), after the attempt's existence is checked (`not_found`).
+pub fn opaque_lease_token<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Uuid, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    Ok(Uuid::parse_str(&text).unwrap_or(Uuid::nil()))
 }

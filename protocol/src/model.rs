@@ -152,6 +152,9 @@ status_enum! {
         Recorded => "recorded",
         /// `contract_violation`: the result broke the output contract; the attempt is `invalid`.
         ContractViolation => "contract_violation",
+        /// `invalid_result`: the result or error could not be stored as sent (it holds
+        /// U+0000); the attempt is `invalid`.
+        InvalidResult => "invalid_result",
     }
 }
 

@@ -139,7 +139,9 @@ pub enum WorkflowCommand {
 /// Body of `POST /v1/worker/workflow-tasks/{job_id}/complete`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CompleteWorkflowTaskRequest {
-    /// The task's fencing token.
+    /// The task's fencing token, as handed out (opaque: any other string holds nothing).
+    #[serde(deserialize_with = "crate::api::opaque_lease_token")]
+    #[schema(value_type = String)]
     pub lease_token: Uuid,
     /// The job version the task read.
     pub read_version: i64,

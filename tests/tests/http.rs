@@ -6,6 +6,7 @@ mod http {
     mod cli;
     mod dev;
     mod fuzz;
+    mod hardening;
     mod jobs;
     mod metrics;
     mod process;

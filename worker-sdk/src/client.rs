@@ -94,12 +94,22 @@ impl Client {
         self.get(&format!("/v1/jobs/{job_id}")).await
     }
 
-    /// A job's history, oldest first.
+    /// A job's whole history, oldest first (read a page of up to 1000 events at a time).
     pub async fn events(&self, job_id: uuid::Uuid) -> Result<Vec<JobEvent>, SdkError> {
-        Ok(self
-            .get::<EventList>(&format!("/v1/jobs/{job_id}/events"))
-            .await?
-            .events)
+        let mut events = Vec::new();
+        let mut after_seq = 0;
+        loop {
+            let page = self
+                .get::<EventList>(&format!(
+                    "/v1/jobs/{job_id}/events?limit=1000&after_seq={after_seq}"
+                ))
+                .await?;
+            events.extend(page.events);
+            match page.next {
+                Some(next) => after_seq = next,
+                None => return Ok(events),
+            }
+        }
     }
 
     /// The newest jobs (one page).

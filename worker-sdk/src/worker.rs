@@ -247,6 +247,7 @@ struct Stats {
     lost: AtomicU64,
     recorded: AtomicU64,
     contract_violations: AtomicU64,
+    invalid_results: AtomicU64,
     local_contract_violations: AtomicU64,
     lease_lost: AtomicU64,
     panics: AtomicU64,
@@ -265,6 +266,9 @@ pub struct WorkerStats {
     pub recorded: u64,
     /// Results the engine refused as violating the output contract (422).
     pub contract_violations: u64,
+    /// Results or errors the engine could not store as sent (422 `invalid_result`: they
+    /// held U+0000); their attempts are `invalid`.
+    pub invalid_results: u64,
     /// Results this worker found violating the contract before sending them.
     pub local_contract_violations: u64,
     /// Completions refused for the lease token (409 `lease_lost`).
@@ -321,6 +325,7 @@ impl Worker {
             lost: get(&s.lost),
             recorded: get(&s.recorded),
             contract_violations: get(&s.contract_violations),
+            invalid_results: get(&s.invalid_results),
             local_contract_violations: get(&s.local_contract_violations),
             lease_lost: get(&s.lease_lost),
             panics: get(&s.panics),
@@ -774,9 +779,9 @@ async fn report(
                 let counter = match outcome {
                     CompletionOutcome::Won => &inner.stats.won,
                     CompletionOutcome::Lost => &inner.stats.lost,
-                    CompletionOutcome::Recorded | CompletionOutcome::ContractViolation => {
-                        &inner.stats.recorded
-                    }
+                    CompletionOutcome::Recorded
+                    | CompletionOutcome::ContractViolation
+                    | CompletionOutcome::InvalidResult => &inner.stats.recorded,
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 if outcome == CompletionOutcome::Lost {
@@ -796,6 +801,11 @@ async fn report(
                     .contract_violations
                     .fetch_add(1, Ordering::Relaxed);
                 tracing::error!(parent: span, %message, "the engine refused the result: contract violation; the attempt is invalid");
+                return;
+            }
+            Err(SdkError::Api { code, message, .. }) if code == "invalid_result" => {
+                inner.stats.invalid_results.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(parent: span, %message, "the engine cannot store this result as sent (it holds U+0000); the attempt is invalid");
                 return;
             }
             Err(SdkError::Api { code, .. }) if code == "lease_lost" => {

@@ -104,17 +104,25 @@ pub async fn show_job(server: &ServerArgs, id: &str) -> Result<(), String> {
         .await?,
     )
     .map_err(|e| format!("unexpected job body: {e}"))?;
-    let events: Vec<JobEvent> = serde_json::from_value(
-        call(
+    // The history comes a page at a time; the timeline needs all of it.
+    let mut events: Vec<JobEvent> = Vec::new();
+    let mut after_seq = 0;
+    loop {
+        let mut page = call(
             server,
             reqwest::Method::GET,
-            &format!("/v1/jobs/{id}/events"),
+            &format!("/v1/jobs/{id}/events?limit=1000&after_seq={after_seq}"),
             None,
         )
-        .await?["events"]
-            .take(),
-    )
-    .map_err(|e| format!("unexpected events body: {e}"))?;
+        .await?;
+        let batch: Vec<JobEvent> = serde_json::from_value(page["events"].take())
+            .map_err(|e| format!("unexpected events body: {e}"))?;
+        events.extend(batch);
+        match page["next"].as_i64() {
+            Some(next) => after_seq = next,
+            None => break,
+        }
+    }
     print!("{}", render_timeline(&job, &events));
     Ok(())
 }

@@ -412,6 +412,12 @@ impl Engine {
             let ran = (chrono::Utc::now() - started).num_milliseconds().max(0) as f64 / 1000.0;
             self.metrics.attempt_seconds.observe(ran);
         }
+        if let Some(refusal) = self
+            .refuse_unstorable(tx, events, job, attempt, &completion.body)
+            .await?
+        {
+            return Ok(Verdict::Answer(Err(refusal)));
+        }
         match &completion.body {
             CompletionBody::Result(result) => {
                 if let Some(violation) = self
@@ -459,13 +465,77 @@ impl Engine {
         };
         let mut error = ErrorInfo::new("contract_violation", violation.to_string());
         error.details = Some(violation.details());
+        tracing::warn!(job_id = %job.id, attempt_id = %attempt.id, owner, "result violates the output contract");
+        self.mark_invalid(
+            tx,
+            events,
+            job,
+            attempt,
+            &error,
+            CompletionOutcome::ContractViolation,
+        )
+        .await?;
+        Ok(Some(violation))
+    }
+
+    /// A result or error that no store can hold as sent (a U+0000 character anywhere in
+    /// it) is refused, never left to fail the transaction: the attempt is `invalid`, as
+    /// after a contract violation, so the policy moves on instead of the worker retrying
+    /// a completion that can never be written until its lease runs out. Returns the
+    /// refusal to answer; `None` when the completion can be stored.
+    async fn refuse_unstorable(
+        &self,
+        tx: &mut dyn StoreTx,
+        events: &mut Events,
+        job: &JobRow,
+        attempt: &AttemptRow,
+        body: &CompletionBody,
+    ) -> Result<Option<EngineError>, EngineError> {
+        let at = match body {
+            CompletionBody::Result(result) => crate::text::nul_in_json(result, "result"),
+            CompletionBody::Error { message, .. } => {
+                crate::text::has_nul(message).then(|| "error.message".to_owned())
+            }
+        };
+        let Some(at) = at else {
+            return Ok(None);
+        };
+        let refusal = EngineError::InvalidResult {
+            reason: crate::text::nul_message(&at),
+        };
+        let mut error = ErrorInfo::new("invalid_result", refusal.to_string());
+        error.details = Some(refusal.details());
+        tracing::warn!(job_id = %job.id, attempt_id = %attempt.id, owner = job.owner_id.as_str(), at, "result cannot be stored; the attempt is invalid");
+        self.mark_invalid(
+            tx,
+            events,
+            job,
+            attempt,
+            &error,
+            CompletionOutcome::InvalidResult,
+        )
+        .await?;
+        Ok(Some(refusal))
+    }
+
+    /// Ends `attempt` as `invalid` with `error` (what its first completion answers from
+    /// now on is `outcome`), and lets the policy move on unless it was cancelled already.
+    async fn mark_invalid(
+        &self,
+        tx: &mut dyn StoreTx,
+        events: &mut Events,
+        job: &JobRow,
+        attempt: &AttemptRow,
+        error: &ErrorInfo,
+        outcome: CompletionOutcome,
+    ) -> Result<(), EngineError> {
         tx.finish_attempt(
-            owner,
+            &job.owner_id,
             attempt.id,
             &LIVE_OR_CANCELLED,
             AttemptStatus::Invalid,
-            Some(&error),
-            Some(CompletionOutcome::ContractViolation),
+            Some(error),
+            Some(outcome),
         )
         .await?;
         let worker = actor::worker(attempt.worker_id.as_deref().unwrap_or("?"));
@@ -475,12 +545,11 @@ impl Engine {
             &worker,
             json!({ "error": error }),
         );
-        tracing::warn!(job_id = %job.id, attempt_id = %attempt.id, owner, "result violates the output contract");
         if attempt.status != AttemptStatus::Cancelled {
             self.after_attempt_end(tx, events, job, attempt, AttemptStatus::Invalid, false)
                 .await?;
         }
-        Ok(Some(violation))
+        Ok(())
     }
 
     /// The CAS commit of a valid result of a workflow's activity (invariant 4): the
@@ -687,14 +756,19 @@ fn repeat(
     first: CompletionOutcome,
     attempt: &AttemptRow,
 ) -> Result<CompletionOutcome, EngineError> {
-    if first != CompletionOutcome::ContractViolation {
-        return Ok(first);
-    }
     let details = attempt
         .error
         .as_ref()
         .and_then(|e| e.details.clone())
         .unwrap_or_default();
+    if first == CompletionOutcome::InvalidResult {
+        return Err(EngineError::InvalidResult {
+            reason: details["reason"].as_str().unwrap_or_default().to_owned(),
+        });
+    }
+    if first != CompletionOutcome::ContractViolation {
+        return Ok(first);
+    }
     Err(EngineError::ContractViolation {
         contract_hash: details["contract_hash"]
             .as_str()

@@ -50,6 +50,12 @@ pub struct StuckAttemptsQuery {
     pub limit: Option<u32>,
 }
 
+/// The most events one page of a job's history holds.
+pub const MAX_EVENTS_PAGE: u64 = 1000;
+
+/// The oldest age a query of stuck attempts may ask for: 100 years.
+pub const MAX_AGE_S: u64 = 100 * 365 * 24 * 3600;
+
 impl Engine {
     /// A job visible in `scope`, with its activities and their attempts. Another owner's
     /// job answers [`EngineError::NotFound`] (invariant 8).
@@ -60,16 +66,50 @@ impl Engine {
             .ok_or(EngineError::NotFound)
     }
 
-    /// A job's append-only history, in order.
+    /// A job's append-only history, in order, whole.
     pub async fn job_events(
         &self,
         scope: &Scope,
         job_id: Uuid,
     ) -> Result<Vec<JobEvent>, EngineError> {
         self.store
-            .job_events(scope, job_id)
+            .job_events(scope, job_id, 0, None)
             .await?
             .ok_or(EngineError::NotFound)
+    }
+
+    /// A page of a job's history: the events numbered above `after_seq` (default 0), in
+    /// order, at most `limit` (default 100, 1 to 1000), and the `seq` to pass as
+    /// `after_seq` for the next page (`None` on the last page).
+    pub async fn job_events_page(
+        &self,
+        scope: &Scope,
+        job_id: Uuid,
+        after_seq: Option<u64>,
+        limit: Option<u64>,
+    ) -> Result<(Vec<JobEvent>, Option<i64>), EngineError> {
+        let limit = limit.unwrap_or(100);
+        if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
+            return Err(EngineError::invalid_request(format!(
+                "limit: must be between 1 and {MAX_EVENTS_PAGE}"
+            )));
+        }
+        let after_seq = i64::try_from(after_seq.unwrap_or(0)).map_err(|_| {
+            EngineError::invalid_request(format!("after_seq: must be at most {}", i64::MAX))
+        })?;
+        // One more than the page: whether another page follows.
+        let mut events = self
+            .store
+            .job_events(scope, job_id, after_seq, Some(limit as i64 + 1))
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        let next = if events.len() as u64 > limit {
+            events.truncate(limit as usize);
+            events.last().map(|e| e.seq)
+        } else {
+            None
+        };
+        Ok((events, next))
     }
 
     /// Jobs visible in `scope`, newest first, a page at a time.
@@ -123,6 +163,11 @@ impl Engine {
         &self,
         query: &StuckAttemptsQuery,
     ) -> Result<Vec<StuckAttempt>, EngineError> {
+        if query.older_than_s > MAX_AGE_S {
+            return Err(EngineError::invalid_request(format!(
+                "older_than_s: must be at most {MAX_AGE_S} (100 years)"
+            )));
+        }
         let limit = query.limit.unwrap_or(100);
         if !(1..=500).contains(&limit) {
             return Err(EngineError::invalid_request(

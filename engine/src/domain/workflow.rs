@@ -174,11 +174,16 @@ impl Engine {
             json!({ "commands": request.commands.len() }),
         );
         let recorded = journal(tx.as_mut(), &job).await?;
-        for command in &request.commands {
-            if let Some(error) = self
-                .apply(tx.as_mut(), &mut events, &job, version, &recorded, command)
-                .await?
-            {
+        for (i, command) in request.commands.iter().enumerate() {
+            let unstorable = unstorable_command(i, command);
+            let parked = match unstorable {
+                Some(error) => Some(error),
+                None => {
+                    self.apply(tx.as_mut(), &mut events, &job, version, &recorded, command)
+                        .await?
+                }
+            };
+            if let Some(error) = parked {
                 tx.park_workflow(owner, job_id, &error).await?;
                 events.push(
                     event::WORKFLOW_TASK_FAILED,
@@ -245,7 +250,14 @@ impl Engine {
                     input: input.clone(),
                     task_queue: job.task_queue.clone(),
                 };
-                request.validate()?;
+                // A command the engine cannot take parks the workflow, visibly: a refusal
+                // would only bring the same command back with the next replay.
+                if let Err(refused) = request.validate() {
+                    return Ok(Some(ErrorInfo::new(
+                        refused.code(),
+                        format!("commands: {refused}"),
+                    )));
+                }
                 let activity_id = Uuid::now_v7();
                 tx.insert_activity(&NewActivity {
                     owner_id: owner.to_owned(),
@@ -444,4 +456,16 @@ pub(crate) async fn journal(
     );
     entries.sort_by_key(JournalEntry::seq);
     Ok(entries)
+}
+
+/// A command that no store can hold as sent (U+0000 in an input, a result or an error)
+/// parks the workflow, visibly, instead of failing the task's transaction: replaying
+/// the same code would send the same command again, for ever.
+fn unstorable_command(i: usize, command: &WorkflowCommand) -> Option<ErrorInfo> {
+    let value = serde_json::to_value(command).ok()?;
+    let at = crate::text::nul_in_json(&value, &format!("commands[{i}]"))?;
+    Some(ErrorInfo::new(
+        "invalid_result",
+        crate::text::nul_message(&at),
+    ))
 }

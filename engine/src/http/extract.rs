@@ -133,8 +133,9 @@ impl<R: Roles> std::ops::Deref for As<R> {
 }
 
 /// A JSON body: any bytes that are not JSON answer 400 `invalid_json` (whatever the
-/// `Content-Type`), a body over the limit 413 `payload_too_large`, and a missing or
-/// wrong-typed field 400 `invalid_request` naming the field.
+/// `Content-Type`), a body over the limit 413 `payload_too_large`, a missing or
+/// wrong-typed field 400 `invalid_request` naming the field, and so does a string or key
+/// holding U+0000 anywhere in it (no store can hold it; see [`crate::text`]).
 pub struct JsonBody<T>(pub T);
 
 impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
@@ -142,8 +143,80 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let value = json_value(req, state).await?;
+        refuse_nul(&value, "")?;
         from_value(value).map(JsonBody)
     }
+}
+
+/// A body that may carry workers' answers (`result` and `error`, at its top or in its
+/// `completions`; a workflow task's `commands`): as [`JsonBody`], except that a U+0000
+/// inside an answer is left for the engine to judge (422 `invalid_result` and the attempt
+/// `invalid`; a workflow parked), so that a worker's answer that cannot be stored ends
+/// its attempt instead of being retried for ever. A `lease_token` is never stored, only
+/// compared: whatever it holds, a token that is not the attempt's answers `lease_lost`.
+pub struct AnswerBody<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for AnswerBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let value = json_value(req, state).await?;
+        refuse_nul_outside_answers(&value)?;
+        from_value(value).map(AnswerBody)
+    }
+}
+
+/// 400 `invalid_request` naming the first place in `value` (a path from `root`) where
+/// text holds U+0000.
+pub fn refuse_nul(value: &Value, root: &str) -> Result<(), ApiError> {
+    match crate::text::nul_in_json(value, root) {
+        Some(at) => Err(EngineError::invalid_request(crate::text::nul_message(&at)).into()),
+        None => Ok(()),
+    }
+}
+
+fn refuse_nul_outside_answers(value: &Value) -> Result<(), ApiError> {
+    let Value::Object(body) = value else {
+        return refuse_nul(value, "");
+    };
+    for (key, item) in body {
+        match (key.as_str(), item) {
+            ("completions", Value::Array(completions)) => {
+                for (i, completion) in completions.iter().enumerate() {
+                    match completion {
+                        Value::Object(members) => {
+                            refuse_nul_in_members(members, &format!("completions[{i}]."))?
+                        }
+                        other => refuse_nul(other, &format!("completions[{i}]"))?,
+                    }
+                }
+            }
+            _ => refuse_nul_in_members(std::iter::once((key, item)), "")?,
+        }
+    }
+    Ok(())
+}
+
+/// [`refuse_nul`] for each member but the worker's answer (`result`, `error`,
+/// `commands`: the engine judges those) and its lease token (opaque: one holding U+0000
+/// holds no attempt, `lease_lost`).
+fn refuse_nul_in_members<'a>(
+    members: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    prefix: &str,
+) -> Result<(), ApiError> {
+    for (member, inner) in members {
+        let at = format!("{prefix}{}", crate::text::printable(member));
+        if crate::text::has_nul(member) {
+            return Err(EngineError::invalid_request(crate::text::nul_message(&at)).into());
+        }
+        if !matches!(
+            member.as_str(),
+            "result" | "error" | "commands" | "lease_token"
+        ) {
+            refuse_nul(inner, &at)?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads a body as a JSON value, with the limits of [`JsonBody`].
@@ -201,6 +274,15 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
         let pairs =
             serde_urlencoded::from_str::<Vec<(String, String)>>(parts.uri.query().unwrap_or(""))
                 .map_err(|e| EngineError::invalid_request(format!("query string: {e}")))?;
+        if let Some((name, _)) = pairs
+            .iter()
+            .find(|(k, v)| crate::text::has_nul(k) || crate::text::has_nul(v))
+        {
+            return Err(EngineError::invalid_request(crate::text::nul_message(
+                &crate::text::printable(name),
+            ))
+            .into());
+        }
         Ok(QueryPairs(pairs))
     }
 }

@@ -76,21 +76,29 @@ pub async fn get_job(
     ))
 }
 
-/// The job's append-only history.
+/// The job's append-only history, a page at a time, oldest first.
 #[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "client",
-    params(("id" = uuid::Uuid, Path)),
-    responses((status = 200, body = EventList), (status = 404, description = "not_found", body = ErrorBody)))]
+    params(("id" = uuid::Uuid, Path),
+           ("after_seq" = Option<u64>, Query, description = "only events numbered above this (the previous page's `next`)"),
+           ("limit" = Option<u32>, Query, description = "1–1000, default 100")),
+    responses((status = 200, body = EventList), (status = 400, description = "invalid_request", body = ErrorBody),
+              (status = 404, description = "not_found", body = ErrorBody)))]
 pub async fn job_events(
     State(state): State<AppState>,
     caller: As<ReaderRole>,
     Path(id): Path<String>,
+    query: QueryPairs,
 ) -> ApiResult<Json<EventList>> {
-    Ok(Json(EventList {
-        events: state
-            .engine
-            .job_events(&caller.read_scope(), path_id(&id)?)
-            .await?,
-    }))
+    let (events, next) = state
+        .engine
+        .job_events_page(
+            &caller.read_scope(),
+            path_id(&id)?,
+            query.number("after_seq")?,
+            query.number("limit")?,
+        )
+        .await?;
+    Ok(Json(EventList { events, next }))
 }
 
 /// List jobs, newest first. A client sees its owner's; an operator every owner's.

@@ -13,7 +13,7 @@ use onceflow_protocol::api::{
 };
 
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{path_id, As, Caller, JsonBody, WorkerRole};
+use super::extract::{path_id, AnswerBody, As, Caller, JsonBody, WorkerRole};
 use super::AppState;
 use crate::error::EngineError;
 use crate::model::{Certification, CompletionOutcome, Scope};
@@ -33,7 +33,7 @@ fn worker_scope(caller: &Caller) -> ApiResult<Scope> {
 pub async fn poll(
     State(state): State<AppState>,
     caller: As<WorkerRole>,
-    JsonBody(body): JsonBody<PollRequest>,
+    AnswerBody(body): AnswerBody<PollRequest>,
 ) -> ApiResult<Json<PollResponse>> {
     let scope = worker_scope(&caller)?;
     if body.wait_ms > MAX_WAIT_MS {
@@ -128,7 +128,7 @@ pub async fn complete_workflow_task(
     State(state): State<AppState>,
     caller: As<WorkerRole>,
     Path(job_id): Path<String>,
-    JsonBody(body): JsonBody<CompleteWorkflowTaskRequest>,
+    AnswerBody(body): AnswerBody<CompleteWorkflowTaskRequest>,
 ) -> ApiResult<Json<CompleteWorkflowTaskResponse>> {
     let scope = worker_scope(&caller)?;
     let outcome = state
@@ -148,7 +148,7 @@ pub async fn heartbeat(
     State(state): State<AppState>,
     caller: As<WorkerRole>,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<HeartbeatRequest>,
+    AnswerBody(body): AnswerBody<HeartbeatRequest>,
 ) -> ApiResult<Json<HeartbeatResponse>> {
     let scope = worker_scope(&caller)?;
     let ack = state
@@ -177,7 +177,7 @@ pub async fn complete(
     State(state): State<AppState>,
     caller: As<WorkerRole>,
     Path(id): Path<String>,
-    JsonBody(body): JsonBody<CompleteRequest>,
+    AnswerBody(body): AnswerBody<CompleteRequest>,
 ) -> ApiResult<Json<CompleteResponse>> {
     let scope = worker_scope(&caller)?;
     let completion = completion(body.lease_token, body.result, body.error)?;
@@ -217,7 +217,7 @@ fn completion(
 pub async fn complete_many(
     State(state): State<AppState>,
     caller: As<WorkerRole>,
-    JsonBody(body): JsonBody<CompleteManyRequest>,
+    AnswerBody(body): AnswerBody<CompleteManyRequest>,
 ) -> ApiResult<Json<CompleteManyResponse>> {
     let scope = worker_scope(&caller)?;
     if body.completions.is_empty() || body.completions.len() > MAX_COMPLETIONS {

@@ -669,8 +669,15 @@ pub trait Store: Send + Sync + 'static {
         Ok(views)
     }
 
-    /// A job's events in order, or `None` when the job is not visible in `scope`.
-    async fn job_events(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<Vec<JobEvent>>>;
+    /// A job's events in order, those numbered above `after_seq`, at most `limit` of them
+    /// (all when `None`); `None` when the job is not visible in `scope`.
+    async fn job_events(
+        &self,
+        scope: &Scope,
+        job_id: Uuid,
+        after_seq: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Option<Vec<JobEvent>>>;
 
     /// Jobs matching the query, newest first, with their activities and attempts.
     async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Vec<JobView>>;

@@ -748,16 +748,24 @@ impl Store for PgStore {
             .collect())
     }
 
-    async fn job_events(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<Vec<JobEvent>>> {
+    async fn job_events(
+        &self,
+        scope: &Scope,
+        job_id: Uuid,
+        after_seq: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Option<Vec<JobEvent>>> {
         let Some(owner) = self.job_owner(scope, job_id).await? else {
             return Ok(None);
         };
         let rows = sqlx::query(
             "SELECT seq, at, type, attempt_id, actor, data FROM job_events
-             WHERE owner_id = $1 AND job_id = $2 ORDER BY seq",
+             WHERE owner_id = $1 AND job_id = $2 AND seq > $3 ORDER BY seq LIMIT $4",
         )
         .bind(&owner)
         .bind(job_id)
+        .bind(after_seq)
+        .bind(limit)
         .fetch_all(&self.pool)
         .await?;
         let events = rows

@@ -452,15 +452,24 @@ impl Store for SqliteStore {
         assemble_views(&self.pool, jobs).await
     }
 
-    async fn job_events(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<Vec<JobEvent>>> {
+    async fn job_events(
+        &self,
+        scope: &Scope,
+        job_id: Uuid,
+        after_seq: i64,
+        limit: Option<i64>,
+    ) -> StoreResult<Option<Vec<JobEvent>>> {
         let Some(owner) = self.job_owner(scope, job_id).await? else {
             return Ok(None);
         };
         let rows = sqlx::query(
-            "SELECT seq, at, type, attempt_id, actor, data FROM job_events WHERE owner_id = ? AND job_id = ? ORDER BY seq",
+            "SELECT seq, at, type, attempt_id, actor, data FROM job_events
+             WHERE owner_id = ? AND job_id = ? AND seq > ? ORDER BY seq LIMIT coalesce(?, -1)",
         )
         .bind(&owner)
         .bind(job_id.to_string())
+        .bind(after_seq)
+        .bind(limit)
         .fetch_all(&self.pool)
         .await?;
         rows.iter()

@@ -135,6 +135,24 @@ rules! {
         assert_eq!(contract["required"], json!(["text"]));
     }
 
+    async fn a_result_the_engine_cannot_store_ends_its_attempt_instead_of_being_retried_for_ever(db) {
+        let server = TestServer::start(db).await;
+        // Model output can hold U+0000; PostgreSQL's jsonb cannot.
+        async fn nul(_ctx: ActivityContext, prompt: Prompt) -> Result<Reply, ActivityError> {
+            Ok(Reply { text: format!("{}\u{0}", prompt.text) })
+        }
+        let (_running, worker) = start(Worker::builder(&server.api.url, &server.tokens.worker).provider("generate", "primary-llm", nul).build().unwrap());
+        let client = client(&server);
+        let id = client.submit_activity("k", "generate", &["primary-llm"], &Prompt { text: "hi".into() }, options(30)).await.unwrap().job.id;
+        let job = client.wait(id, Duration::from_secs(20)).await.unwrap();
+        assert_eq!(job.status, JobStatus::Failed, "the policy moved on and, with no provider left, failed the job");
+        let attempt = &job.activities[0].attempts[0];
+        assert_eq!(attempt.status, AttemptStatus::Invalid);
+        assert_eq!(attempt.error.as_ref().map(|e| e.code.as_str()), Some("invalid_result"));
+        wait_for("the worker counted the refusal", Duration::from_secs(10), || async { worker.stats().invalid_results == 1 }).await;
+        assert_eq!(worker.stats().won, 0);
+    }
+
     async fn a_slow_handler_that_heartbeats_survives_past_the_heartbeat_timeout(db) {
         let server = TestServer::start(db).await;
         async fn slow(_ctx: ActivityContext, prompt: Prompt) -> Result<Reply, ActivityError> {

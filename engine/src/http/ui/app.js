@@ -422,14 +422,25 @@
       h('span', { text: '★ won · ✕ lost the race · ⊘ cancelled · ! failed or invalid' }));
   }
 
+  /** A job's whole history: its pages of events, one after another. */
+  async function allEvents(id) {
+    const events = [];
+    let after = 0;
+    for (;;) {
+      const page = await api('GET', '/v1/jobs/' + encodeURIComponent(id) + '/events?limit=1000&after_seq=' + after);
+      events.push(...page.events);
+      if (page.next === null || page.next === undefined) return events;
+      after = page.next;
+    }
+  }
+
   async function jobPage(seq, id) {
     document.title = 'Job ' + short(id) + ' · onceflow';
     const view = h('div', { id: 'job' });
     main.append(h('p', {}, h('a', { href: '#/jobs', text: '← Jobs' })), view);
     await poll(seq, async () => {
-      const [job, history] = await Promise.all([api('GET', '/v1/jobs/' + encodeURIComponent(id)), api('GET', '/v1/jobs/' + encodeURIComponent(id) + '/events')]);
+      const [job, events] = await Promise.all([api('GET', '/v1/jobs/' + encodeURIComponent(id)), allEvents(id)]);
       if (seq !== routeSeq) return;
-      const events = history.events;
       const now = Date.now();
       const open = job.status === 'queued' || job.status === 'running' || job.activities.some((act) => act.attempts.some((a) => LIVE_ATTEMPT.has(a.status)));
       let t0 = ms(job.created_at);
