@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use chrono::Utc;
 use dashmap::DashMap;
 use serde_json::Value;
 use uuid::Uuid;
@@ -133,7 +132,7 @@ impl Engine {
             contract_hash: contract_hash.to_owned(),
             passed,
             report,
-            created_at: Utc::now(),
+            created_at: self.clock.now(),
         };
         self.store.insert_certification(&certification).await?;
         if passed {

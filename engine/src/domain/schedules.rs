@@ -248,7 +248,7 @@ impl Engine {
     ) -> Result<SchedulePut, EngineError> {
         check_name(name)?;
         let def = definition(body)?;
-        let now = Utc::now();
+        let now = self.clock.now();
         let next = def.spec.tick_after(now).ok_or_else(|| {
             EngineError::invalid_request(format!("cron: `{}` has no tick after now", def.cron))
         })?;
@@ -406,7 +406,7 @@ impl Engine {
         if row.view.paused == paused {
             return Ok(());
         }
-        let now = Utc::now();
+        let now = self.clock.now();
         let next = if paused {
             None
         } else {
@@ -476,7 +476,7 @@ impl Engine {
     pub async fn run_schedules(&self) -> Result<ScheduleReport, EngineError> {
         let mut report = ScheduleReport::default();
         match self.store.next_schedule_fire_at().await? {
-            Some(next) if next <= Utc::now() => {}
+            Some(next) if next <= self.clock.now() => {}
             _ => return Ok(report),
         }
         loop {
@@ -495,7 +495,7 @@ impl Engine {
 
     async fn run_schedules_once(&self) -> Result<(u64, ScheduleReport), EngineError> {
         let mut tx = self.begin().await?;
-        let now = Utc::now();
+        let now = self.clock.now();
         let due = tx.lock_due_schedules(now, BATCH).await?;
         let mut report = ScheduleReport::default();
         let mut events = Vec::new();
