@@ -149,11 +149,8 @@ async fn run_scheduler(engine: Engine, shutdown: CancellationToken) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "scheduler pass failed; retrying"),
         }
-        let wait = match engine.next_schedule_fire_at().await {
-            Ok(Some(next)) => (next - chrono::Utc::now())
-                .to_std()
-                .unwrap_or(Duration::ZERO)
-                .min(SCHEDULER_MAX_SLEEP),
+        let wait = match engine.next_schedule_due_in().await {
+            Ok(Some(due_in)) => due_in.min(SCHEDULER_MAX_SLEEP),
             _ => SCHEDULER_MAX_SLEEP,
         }
         .max(floor);

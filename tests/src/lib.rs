@@ -219,6 +219,19 @@ impl TestDb {
         }
     }
 
+    /// The database's clock now: PostgreSQL's `clock_timestamp()`; on SQLite, whose store
+    /// reads this process's clock (at each write transaction's `BEGIN`), this process's.
+    /// For tests that compare what an engine stamped with the time the database keeps.
+    pub async fn clock(&self) -> chrono::DateTime<chrono::Utc> {
+        match &self.pg {
+            Some((_, pool)) => sqlx::query_scalar("SELECT clock_timestamp()")
+                .fetch_one(pool)
+                .await
+                .expect("read the database's clock"),
+            None => chrono::Utc::now(),
+        }
+    }
+
     /// Panics if a row is without its parent: an event, activity or timer
     /// without its job, an attempt without its activity or with a job other than its
     /// activity's. The rules check it after each test, on every store: PostgreSQL keeps

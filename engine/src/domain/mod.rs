@@ -294,7 +294,11 @@ impl Engine {
     }
 
     /// Skews this engine's own clock by `offset`, as if its host's clock were that far
-    /// off (for tests of clock skew). Every wall-clock reading of the engine uses it.
+    /// off (for tests of clock skew). Every wall-clock reading of the engine uses it, and
+    /// none decides anything: leases, deadlines, certifications and schedule ticks are
+    /// stamped and judged by the database's clock, so a skewed engine orders and fires
+    /// exactly as the others do. Only what the engine measures itself (the
+    /// `onceflow_attempt_seconds` histogram) shows the skew.
     pub fn with_clock_offset(mut self, offset: chrono::Duration) -> Self {
         self.clock = clock::Clock::skewed(offset);
         self

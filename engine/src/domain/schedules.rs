@@ -248,11 +248,7 @@ impl Engine {
     ) -> Result<SchedulePut, EngineError> {
         check_name(name)?;
         let def = definition(body)?;
-        let now = self.clock.now();
-        let next = def.spec.tick_after(now).ok_or_else(|| {
-            EngineError::invalid_request(format!("cron: `{}` has no tick after now", def.cron))
-        })?;
-        let created = retry_transient!(self.put_schedule_once(owner, name, &def, now, next))?;
+        let created = retry_transient!(self.put_schedule_once(owner, name, &def))?;
         self.schedules_changed.notify_waiters();
         let schedule = self
             .store
@@ -270,10 +266,13 @@ impl Engine {
         owner: &str,
         name: &str,
         def: &Definition,
-        now: DateTime<Utc>,
-        next: DateTime<Utc>,
     ) -> Result<bool, EngineError> {
         let mut tx = self.begin().await?;
+        // Ticks are judged by the database's clock, never the engine's.
+        let now = tx.now().await?;
+        let next = def.spec.tick_after(now).ok_or_else(|| {
+            EngineError::invalid_request(format!("cron: `{}` has no tick after now", def.cron))
+        })?;
         let next_fire_at = (!def.paused).then_some(next);
         let mut existing = tx.lock_schedule(owner, name).await?;
         if existing.is_none() {
@@ -406,7 +405,8 @@ impl Engine {
         if row.view.paused == paused {
             return Ok(());
         }
-        let now = self.clock.now();
+        // A resumed schedule starts from the first tick after the database's now.
+        let now = tx.now().await?;
         let next = if paused {
             None
         } else {
@@ -456,9 +456,20 @@ impl Engine {
         Ok(())
     }
 
-    /// When the earliest unpaused schedule is due next, for the scheduler loop's sleep.
+    /// When the earliest unpaused schedule is due next; `None` when none is.
     pub async fn next_schedule_fire_at(&self) -> Result<Option<DateTime<Utc>>, EngineError> {
-        Ok(self.store.next_schedule_fire_at().await?)
+        Ok(self.store.next_schedule_fire().await?.at)
+    }
+
+    /// How long until the earliest unpaused schedule is due by the database's clock
+    /// (zero when one is due now), for the scheduler loop's sleep; `None` when none is.
+    pub async fn next_schedule_due_in(&self) -> Result<Option<std::time::Duration>, EngineError> {
+        let next = self.store.next_schedule_fire().await?;
+        Ok(next.at.map(|at| {
+            (at - next.now)
+                .to_std()
+                .unwrap_or(std::time::Duration::ZERO)
+        }))
     }
 
     /// Woken when a schedule is created, replaced or resumed in this process.
@@ -475,8 +486,8 @@ impl Engine {
     /// `overlap: skip` a tick whose previous job is still open is skipped with an event.
     pub async fn run_schedules(&self) -> Result<ScheduleReport, EngineError> {
         let mut report = ScheduleReport::default();
-        match self.store.next_schedule_fire_at().await? {
-            Some(next) if next <= self.clock.now() => {}
+        match self.next_schedule_due_in().await? {
+            Some(wait) if wait.is_zero() => {}
             _ => return Ok(report),
         }
         loop {
@@ -495,8 +506,10 @@ impl Engine {
 
     async fn run_schedules_once(&self) -> Result<(u64, ScheduleReport), EngineError> {
         let mut tx = self.begin().await?;
-        let now = self.clock.now();
-        let due = tx.lock_due_schedules(now, BATCH).await?;
+        // Due ticks, and the time the pass stamps, by the database's clock: the one the
+        // lock below compares `next_fire_at` with.
+        let now = tx.now().await?;
+        let due = tx.lock_due_schedules(BATCH).await?;
         let mut report = ScheduleReport::default();
         let mut events = Vec::new();
         for row in &due {

@@ -1,7 +1,7 @@
 //! The scheduler's exactly-once (API.md, Schedules): each tick is a submission under key
 //! `schedule:{name}:{tick}`, advanced under a version CAS, taken by one engine at a time.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -124,4 +124,65 @@ rules! {
         assert_eq!(engine.run_schedules().await.unwrap().fired, 0);
         assert!(keys(db).await.is_empty());
     }
+
+    async fn a_skewed_engine_fires_no_tick_early_or_twice(db) {
+        // Two engines whose hosts' clocks are an hour fast and an hour slow.
+        let fast = db.engine().with_clock_offset(chrono::Duration::hours(1));
+        let slow = db.engine().with_clock_offset(-chrono::Duration::hours(1));
+        // Three ticks an hour; a catch-up window wide enough that a tick taken early would
+        // fire (not be skipped as too old).
+        let body = ScheduleRequestBody {
+            cron: "0 */20 * * * *".to_owned(),
+            catchup_window_s: Some(7200),
+            ..every_second(Overlap::Allow)
+        };
+        let before = db.clock().await;
+        let put = db.engine().put_schedule(ALICE, "skewed", &body).await.unwrap();
+        let first = put.schedule.next_fire_at.expect("a next tick");
+        assert!(first > before, "the first tick is after the database's now");
+
+        // The fast engine's pass takes no tick the database's clock has not reached.
+        fast.run_schedules().await.unwrap();
+        let reached = db.clock().await;
+        let fired = fired_ticks(db).await;
+        assert!(fired.keys().all(|t| *t <= reached), "ticks fired early: {fired:?} (database's now {reached})");
+
+        // The slow engine pauses and resumes it: it resumes from the first tick after the
+        // database's now, not from a tick that fell before (one that fired, or fell while
+        // it was paused).
+        slow.pause_schedule(ALICE, "skewed").await.unwrap();
+        let resumed_at = db.clock().await;
+        let resumed = slow.resume_schedule(ALICE, "skewed").await.unwrap();
+        let next = resumed.next_fire_at.expect("a next tick");
+        assert!(next > resumed_at, "resumed at {resumed_at}, next tick {next}");
+
+        for engine in [&slow, &fast, &db.engine()] {
+            engine.run_schedules().await.unwrap();
+        }
+        let reached = db.clock().await;
+        let fired = fired_ticks(db).await;
+        assert!(fired.keys().all(|t| *t <= reached), "ticks fired early: {fired:?} (database's now {reached})");
+        assert!(fired.values().all(|n| *n == 1), "a tick fired twice: {fired:?}");
+        let schedule = db.engine().schedule(ALICE, "skewed").await.unwrap();
+        assert_eq!(schedule.fired_count, fired.len() as u64);
+        assert_eq!(keys(db).await.len(), fired.len(), "one job per fired tick");
+    }
+}
+
+/// How many times each tick of alice's schedule `skewed` fired.
+async fn fired_ticks(db: &TestDb) -> BTreeMap<chrono::DateTime<Utc>, usize> {
+    let mut fired = BTreeMap::new();
+    for e in db
+        .engine()
+        .schedule_events(ALICE, "skewed", Some(1000))
+        .await
+        .expect("events read")
+    {
+        if e.kind == "fired" {
+            *fired
+                .entry(e.tick_at.expect("a fired event names its tick"))
+                .or_default() += 1;
+        }
+    }
+    fired
 }
