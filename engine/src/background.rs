@@ -135,8 +135,10 @@ async fn run_scheduler(engine: Engine, shutdown: CancellationToken) {
     loop {
         let outcome = engine.run_schedules().await;
         // A tick another engine holds (SKIP LOCKED) stays due until it commits: re-check
-        // soon, not in a spin; after an error, back off a little.
-        let floor = Duration::from_millis(if outcome.is_err() { 500 } else { 20 });
+        // soon, not in a spin; after an error, or with a schedule that failed (it stays
+        // due until it can fire), back off a little.
+        let troubled = outcome.as_ref().map_or(true, |report| report.failed > 0);
+        let floor = Duration::from_millis(if troubled { 500 } else { 20 });
         match outcome {
             Ok(report) if report.fired + report.skipped_overlap + report.skipped_too_old > 0 => {
                 tracing::debug!(

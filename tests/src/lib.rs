@@ -398,6 +398,17 @@ where
     }
 }
 
+/// The value of one series of an engine's metrics (`name` with its labels, as the
+/// Prometheus text writes it, e.g. `onceflow_pass_item_failures_total{pass="reaper"}`).
+pub async fn metric(engine: &Engine, series: &str) -> f64 {
+    let text = engine.metrics_text().await.expect("metrics render");
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{series} in:\n{text}"))
+}
+
 /// The owner most tests act for.
 pub const ALICE: &str = "alice";
 
