@@ -135,8 +135,10 @@ async fn run_scheduler(engine: Engine, shutdown: CancellationToken) {
     loop {
         let outcome = engine.run_schedules().await;
         // A tick another engine holds (SKIP LOCKED) stays due until it commits: re-check
-        // soon, not in a spin; after an error, back off a little.
-        let floor = Duration::from_millis(if outcome.is_err() { 500 } else { 20 });
+        // soon, not in a spin; after an error, or with a schedule that failed (it stays
+        // due until it can fire), back off a little.
+        let troubled = outcome.as_ref().map_or(true, |report| report.failed > 0);
+        let floor = Duration::from_millis(if troubled { 500 } else { 20 });
         match outcome {
             Ok(report) if report.fired + report.skipped_overlap + report.skipped_too_old > 0 => {
                 tracing::debug!(
@@ -149,11 +151,8 @@ async fn run_scheduler(engine: Engine, shutdown: CancellationToken) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "scheduler pass failed; retrying"),
         }
-        let wait = match engine.next_schedule_fire_at().await {
-            Ok(Some(next)) => (next - chrono::Utc::now())
-                .to_std()
-                .unwrap_or(Duration::ZERO)
-                .min(SCHEDULER_MAX_SLEEP),
+        let wait = match engine.next_schedule_due_in().await {
+            Ok(Some(due_in)) => due_in.min(SCHEDULER_MAX_SLEEP),
             _ => SCHEDULER_MAX_SLEEP,
         }
         .max(floor);

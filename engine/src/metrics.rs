@@ -25,6 +25,7 @@ pub struct Metrics {
     failovers_skipped: IntCounter,
     events: IntCounterVec,
     schedule_ticks: IntCounterVec,
+    pass_item_failures: IntCounterVec,
     /// Gauges set at scrape time from the database.
     live_attempts: IntGaugeVec,
     blocked_activities: IntGauge,
@@ -100,6 +101,15 @@ impl Default for Metrics {
             &["outcome"],
         )
         .unwrap_or_else(|e| panic!("metric: {e}"));
+        let pass_item_failures = IntCounterVec::new(
+            Opts::new("onceflow_pass_item_failures_total", "Items of a background pass (a schedule of the scheduler, an attempt of the reaper) that failed in a transaction of their own and were skipped until the next pass, by pass: scheduler, reaper."),
+            &["pass"],
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
+        for pass in ["scheduler", "reaper"] {
+            // Both series exist from the start, so that an alert on their increase sees the first failure.
+            pass_item_failures.with_label_values(&[pass]);
+        }
         let batch_items = HistogramVec::new(
             HistogramOpts::new("onceflow_batch_items", "Calls answered by one flush of a natural batch (tokens, submissions, replays, completions).")
                 .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]),
@@ -109,7 +119,12 @@ impl Default for Metrics {
         registry
             .register(Box::new(batch_items.clone()))
             .unwrap_or_else(|e| panic!("register: {e}"));
-        for c in [&attempts_finished, &events, &schedule_ticks] {
+        for c in [
+            &attempts_finished,
+            &events,
+            &schedule_ticks,
+            &pass_item_failures,
+        ] {
             registry
                 .register(Box::new(c.clone()))
                 .unwrap_or_else(|e| panic!("register: {e}"));
@@ -147,6 +162,7 @@ impl Default for Metrics {
             batch_items,
             events,
             schedule_ticks,
+            pass_item_failures,
             live_attempts,
             blocked_activities,
             oldest_unknown_age,
@@ -224,6 +240,12 @@ impl Metrics {
         ] {
             self.schedule_ticks.with_label_values(&[outcome]).inc_by(n);
         }
+    }
+
+    /// Counts an item of a background pass (`scheduler` or `reaper`) that failed on its
+    /// own and was skipped until the next pass.
+    pub(crate) fn pass_item_failed(&self, pass: &'static str) {
+        self.pass_item_failures.with_label_values(&[pass]).inc();
     }
 
     /// Sets the gauges read from the database.

@@ -219,6 +219,19 @@ impl TestDb {
         }
     }
 
+    /// The database's clock now: PostgreSQL's `clock_timestamp()`; on SQLite, whose store
+    /// reads this process's clock (at each write transaction's `BEGIN`), this process's.
+    /// For tests that compare what an engine stamped with the time the database keeps.
+    pub async fn clock(&self) -> chrono::DateTime<chrono::Utc> {
+        match &self.pg {
+            Some((_, pool)) => sqlx::query_scalar("SELECT clock_timestamp()")
+                .fetch_one(pool)
+                .await
+                .expect("read the database's clock"),
+            None => chrono::Utc::now(),
+        }
+    }
+
     /// Panics if a row is without its parent: an event, activity or timer
     /// without its job, an attempt without its activity or with a job other than its
     /// activity's. The rules check it after each test, on every store: PostgreSQL keeps
@@ -383,6 +396,17 @@ where
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// The value of one series of an engine's metrics (`name` with its labels, as the
+/// Prometheus text writes it, e.g. `onceflow_pass_item_failures_total{pass="reaper"}`).
+pub async fn metric(engine: &Engine, series: &str) -> f64 {
+    let text = engine.metrics_text().await.expect("metrics render");
+    text.lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{series} in:\n{text}"))
 }
 
 /// The owner most tests act for.

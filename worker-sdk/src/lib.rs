@@ -69,6 +69,7 @@ mod context;
 mod error;
 mod provider;
 mod report;
+mod secret;
 mod transport;
 mod worker;
 mod workflow;
@@ -79,6 +80,7 @@ pub use error::{ActivityError, SdkError};
 pub use onceflow_protocol::model::{ActivityOptions, Failover, JobStatus, JobView, RetryPolicy};
 pub use onceflow_protocol::{api, model};
 pub use provider::output_contract;
+pub use secret::SecretToken;
 pub use worker::{CertificationReport, Worker, WorkerBuilder, WorkerStats};
 pub use workflow::{
     ActivityCall, ActivityFailed, ActivityFuture, Sleep, WorkflowContext, WorkflowError,

@@ -8,12 +8,13 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::SdkError;
+use crate::secret::SecretToken;
 
-/// A connection to an engine with one token.
+/// A connection to an engine with one token (its `Debug` shows no token).
 #[derive(Clone, Debug)]
 pub(crate) struct Transport {
     base: String,
-    token: String,
+    token: SecretToken,
     http: reqwest::Client,
 }
 
@@ -32,7 +33,7 @@ impl Transport {
             .map_err(|e| SdkError::Config(format!("HTTP client: {e}")))?;
         Ok(Transport {
             base: base.into().trim_end_matches('/').to_owned(),
-            token: token.into(),
+            token: SecretToken::new(token),
             http,
         })
     }
@@ -48,7 +49,7 @@ impl Transport {
         let mut request = self
             .http
             .request(method, format!("{}{}", self.base, path))
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token.expose())
             .timeout(timeout);
         for (k, v) in headers {
             request = request.header(*k, *v);

@@ -26,6 +26,7 @@ use crate::context::{ActivityContext, StopReason};
 use crate::error::{ActivityError, SdkError};
 use crate::provider::{cases_to_json, typed_check, Certify, LocalContract, Registration};
 use crate::report::{Reporter, StopOnDrop};
+use crate::secret::SecretToken;
 use crate::transport::Transport;
 use crate::workflow::{erase, replay, WorkflowContext, WorkflowError, WorkflowFn};
 use onceflow_protocol::workflow::{
@@ -36,10 +37,11 @@ use onceflow_protocol::workflow::{
 /// attempts that are finishing give their slots back.
 const YIELD_ROUNDS: usize = 8;
 
-/// Builds a [`Worker`]: where the engine is, which providers it runs, and how.
+/// Builds a [`Worker`]: where the engine is, which providers it runs, and how. Its
+/// `Debug` shows no token.
 pub struct WorkerBuilder {
     url: String,
-    token: String,
+    token: SecretToken,
     task_queue: String,
     worker_id: String,
     max_concurrent: usize,
@@ -194,7 +196,7 @@ impl WorkerBuilder {
         }
         Ok(Worker {
             inner: Arc::new(Inner {
-                transport: Transport::new(self.url, self.token)?,
+                transport: Transport::new(self.url, self.token.expose())?,
                 task_queue: self.task_queue,
                 worker_id: self.worker_id,
                 max_concurrent: self.max_concurrent,
@@ -220,9 +222,58 @@ impl WorkerBuilder {
 /// compare-and-swap whether a result won. A panicking handler is reported as a
 /// non-retryable error. If the worker dies, its attempts become `unknown` on the engine,
 /// never silently retried.
+///
+/// Its `Debug` shows where it polls and what it serves, never its token.
 pub struct Worker {
     inner: Arc<Inner>,
     shutdown: CancellationToken,
+}
+
+/// The (activity, provider) pairs of some registrations, for `Debug`.
+fn provider_pairs<'a>(registrations: impl Iterator<Item = &'a Registration>) -> Vec<String> {
+    registrations
+        .map(|r| format!("{}@{}", r.activity, r.provider))
+        .collect()
+}
+
+/// The names of some workflows, sorted, for `Debug`.
+fn workflow_names(workflows: &HashMap<String, WorkflowFn>) -> Vec<&str> {
+    let mut names: Vec<&str> = workflows.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    names
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("url", &self.url)
+            .field("token", &self.token)
+            .field("task_queue", &self.task_queue)
+            .field("worker_id", &self.worker_id)
+            .field("max_concurrent", &self.max_concurrent)
+            .field("poll_wait", &self.poll_wait)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("providers", &provider_pairs(self.registrations.iter()))
+            .field("workflows", &workflow_names(&self.workflows))
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = &self.inner;
+        f.debug_struct("Worker")
+            .field("transport", &inner.transport)
+            .field("task_queue", &inner.task_queue)
+            .field("worker_id", &inner.worker_id)
+            .field("max_concurrent", &inner.max_concurrent)
+            .field("poll_wait", &inner.poll_wait)
+            .field("shutdown_grace", &inner.shutdown_grace)
+            .field("providers", &provider_pairs(inner.registrations.iter()))
+            .field("workflows", &workflow_names(&inner.workflows))
+            .field("stopping", &self.shutdown.is_cancelled())
+            .finish_non_exhaustive()
+    }
 }
 
 struct Inner {
@@ -297,7 +348,7 @@ impl Worker {
     pub fn builder(url: impl Into<String>, token: impl Into<String>) -> WorkerBuilder {
         WorkerBuilder {
             url: url.into(),
-            token: token.into(),
+            token: SecretToken::new(token),
             task_queue: "default".to_owned(),
             worker_id: format!("worker-{}", std::process::id()),
             max_concurrent: 8,

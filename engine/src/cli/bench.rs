@@ -19,7 +19,8 @@ use onceflow_protocol::api::{
 };
 use onceflow_protocol::workflow::Task;
 use onceflow_worker::{
-    ActivityContext, ActivityError, ActivityOptions, Client, JobStatus, SdkError, Worker,
+    ActivityContext, ActivityError, ActivityOptions, Client, JobStatus, SdkError, SecretToken,
+    Worker,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -73,10 +74,10 @@ pub struct BenchArgs {
     url: Option<String>,
     /// With --url: a client token of that server.
     #[arg(long)]
-    client_token: Option<String>,
+    client_token: Option<SecretToken>,
     /// With --url: a worker token of that server (owner `*` or the client's owner).
     #[arg(long)]
-    worker_token: Option<String>,
+    worker_token: Option<SecretToken>,
     /// Which workload to run.
     #[arg(long, value_enum, default_value_t = Workload::All)]
     workload: Workload,
@@ -105,7 +106,7 @@ pub struct BenchWorkerArgs {
     url: String,
     /// A worker token of that server.
     #[arg(long)]
-    worker_token: String,
+    worker_token: SecretToken,
     /// The worker's name.
     #[arg(long)]
     worker_id: String,
@@ -245,11 +246,13 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         Some(url) => {
             let client_token = args
                 .client_token
-                .clone()
+                .as_ref()
+                .map(|t| t.expose().to_owned())
                 .ok_or("--url needs --client-token")?;
             let worker_token = args
                 .worker_token
-                .clone()
+                .as_ref()
+                .map(|t| t.expose().to_owned())
                 .ok_or("--url needs --worker-token")?;
             let database_url = super::database_url(&args.database).ok();
             let store = database_url.as_deref().map(store_of).unwrap_or("unknown");
@@ -1188,7 +1191,7 @@ impl WorkerProcess {
 /// Runs `onceflow bench-worker` (see [`BenchWorkerArgs`]).
 pub async fn run_worker_process(args: BenchWorkerArgs) -> Result<(), String> {
     use std::io::Write;
-    let worker = Worker::builder(args.url, args.worker_token)
+    let worker = Worker::builder(args.url, args.worker_token.expose())
         .worker_id(args.worker_id)
         .task_queue(args.task_queue)
         .max_concurrent_attempts(args.concurrency.max(1))

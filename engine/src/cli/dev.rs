@@ -1,9 +1,10 @@
 //! `onceflow dev`: everything on the embedded default, for trying onceflow with no
 //! database server. SQLite at `./.onceflow/dev.db`, the server, one token per role
-//! (written to `./.onceflow/tokens.env` for the examples), and with `--demo` an
-//! in-process worker serving demo providers on the `demo` task queue.
+//! (written to `./.onceflow/tokens.env` for the examples, readable by its owner only),
+//! and with `--demo` an in-process worker serving demo providers on the `demo` task
+//! queue.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -136,10 +137,36 @@ async fn tokens(engine: &Engine, env_file: &Path) -> Result<Vec<(&'static str, S
     Ok(tokens)
 }
 
-fn write_env(path: &PathBuf, base: &str, tokens: &[(&'static str, String)]) -> Result<(), String> {
+/// Writes `tokens.env`: readable and writable by its owner only (mode 0600), also when
+/// it existed with a wider mode. The text goes to a new file created with that mode, which
+/// then replaces the old one, so the tokens are never in a file others may read (nor
+/// reach a reader that opened the old file while its mode was wider).
+fn write_env(path: &Path, base: &str, tokens: &[(&'static str, String)]) -> Result<(), String> {
     let mut text = format!("# Written by `onceflow dev`: `source` this file to use the dev server.\nexport ONCEFLOW_URL={base}\n");
     for (name, token) in tokens {
         text.push_str(&format!("export {name}={token}\n"));
     }
-    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    write_private(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Replaces `path` with a file of mode 0600 holding `text`.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let temporary = path.with_file_name(name);
+    // A leftover of an interrupted write may have any mode: start afresh.
+    match std::fs::remove_file(&temporary) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&temporary)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&temporary, path)
 }

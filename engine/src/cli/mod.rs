@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use onceflow_worker::SecretToken;
 use tokio_util::sync::CancellationToken;
 
 use crate::http::ServerConfig;
@@ -18,6 +19,9 @@ use crate::model::Role;
 use crate::Engine;
 
 /// onceflow: a durable workflow engine whose first promise is one job per intent.
+///
+/// Its `Debug` shows no token given on the command line or in the environment (tokens
+/// are held as [`SecretToken`]).
 #[derive(Parser, Debug)]
 #[command(name = "onceflow", version, about)]
 pub struct Cli {
@@ -156,7 +160,7 @@ enum TokenCommand {
     },
 }
 
-/// Where the server is and how to authenticate.
+/// Where the server is and how to authenticate. Its `Debug` shows no token.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
     /// The server's base URL.
@@ -164,7 +168,7 @@ pub struct ServerArgs {
     url: String,
     /// An operator token (for `jobs show`, a client token of the job's owner works too).
     #[arg(long, env = "ONCEFLOW_TOKEN", hide_env_values = true)]
-    token: String,
+    token: SecretToken,
 }
 
 #[derive(Subcommand, Debug)]
@@ -393,6 +397,77 @@ fn parse_age(text: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    #[test]
+    fn no_debug_output_of_the_parsed_command_line_contains_a_token() {
+        const TOKEN: &str = "of_s3cr3t-token-value";
+        let command_lines: [&[&str]; 8] = [
+            &["onceflow", "attempts", "stuck", "--token", TOKEN],
+            &[
+                "onceflow", "attempts", "cancel", "a1", "--reason", "stuck", "--token", TOKEN,
+            ],
+            &["onceflow", "jobs", "show", "j1", "--token", TOKEN],
+            &["onceflow", "schedules", "list", "--token", TOKEN],
+            &[
+                "onceflow",
+                "schedules",
+                "pause",
+                "nightly",
+                "--token",
+                TOKEN,
+            ],
+            &[
+                "onceflow",
+                "bench",
+                "--url",
+                "http://127.0.0.1:7380",
+                "--client-token",
+                TOKEN,
+                "--worker-token",
+                TOKEN,
+            ],
+            &[
+                "onceflow",
+                "bench-worker",
+                "--url",
+                "http://127.0.0.1:7380",
+                "--worker-token",
+                TOKEN,
+                "--worker-id",
+                "w",
+                "--task-queue",
+                "q",
+                "--activity",
+                "a",
+                "--concurrency",
+                "1",
+            ],
+            &[
+                "onceflow",
+                "--threads",
+                "2",
+                "schedules",
+                "resume",
+                "nightly",
+                "--token",
+                TOKEN,
+            ],
+        ];
+        for args in command_lines {
+            let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            for debug in [format!("{cli:?}"), format!("{cli:#?}")] {
+                assert!(
+                    !debug.contains("s3cr3t"),
+                    "{args:?} shows the token: {debug}"
+                );
+                assert!(debug.contains("<redacted>"), "{args:?}: {debug}");
+            }
+        }
+    }
+
     #[test]
     fn ages_read_with_units() {
         assert_eq!(super::parse_age("60s"), Ok(60));

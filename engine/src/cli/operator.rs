@@ -15,7 +15,7 @@ pub(super) async fn call(
     let url = format!("{}{}", server.url.trim_end_matches('/'), path);
     let mut request = reqwest::Client::new()
         .request(method, &url)
-        .bearer_auth(&server.token);
+        .bearer_auth(server.token.expose());
     if let Some(body) = body {
         request = request.json(&body);
     }

@@ -409,7 +409,7 @@ impl Engine {
             return Ok(Verdict::Answer(Err(EngineError::LeaseLost)));
         }
         if let Some(started) = attempt.started_at {
-            let ran = (chrono::Utc::now() - started).num_milliseconds().max(0) as f64 / 1000.0;
+            let ran = (self.clock.now() - started).num_milliseconds().max(0) as f64 / 1000.0;
             self.metrics.attempt_seconds.observe(ran);
         }
         if let Some(refusal) = self

@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use chrono::Utc;
 use dashmap::DashMap;
 use serde_json::Value;
 use uuid::Uuid;
@@ -12,6 +11,7 @@ use super::Engine;
 use crate::error::{EngineError, StoreError};
 use crate::model::{Certification, Contract, Scope};
 use crate::request::{canonical_json, sha256_hex};
+use crate::store::NewCertification;
 use onceflow_protocol::api::{ContractSummary, ProviderCertification};
 
 /// Compiled validators by contract hash. A hash names one schema forever, so entries
@@ -104,7 +104,9 @@ impl Engine {
     }
 
     /// Records a certification run of `provider` for `activity` against a contract hash.
-    /// Only the latest certification of a provider for the current hash counts.
+    /// Only the latest certification of a provider for the current hash counts: latest by
+    /// the database's clock, which stamps each run as it is written, so engines whose
+    /// clocks disagree cannot reorder a pass and a fail.
     pub async fn record_certification(
         &self,
         owner: &str,
@@ -125,17 +127,18 @@ impl Engine {
                 )));
             }
         }
-        let certification = Certification {
-            id: Uuid::now_v7(),
-            owner: owner.to_owned(),
-            activity: activity.to_owned(),
-            provider: provider.to_owned(),
-            contract_hash: contract_hash.to_owned(),
-            passed,
-            report,
-            created_at: Utc::now(),
-        };
-        self.store.insert_certification(&certification).await?;
+        let certification = self
+            .store
+            .insert_certification(&NewCertification {
+                id: Uuid::now_v7(),
+                owner: owner.to_owned(),
+                activity: activity.to_owned(),
+                provider: provider.to_owned(),
+                contract_hash: contract_hash.to_owned(),
+                passed,
+                report,
+            })
+            .await?;
         if passed {
             tracing::info!(
                 owner,

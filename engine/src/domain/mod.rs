@@ -14,6 +14,7 @@
 //! - read views: `views.rs`.
 
 mod batch;
+mod clock;
 mod commit;
 mod contracts;
 mod dispatch;
@@ -62,6 +63,7 @@ pub struct Engine {
     schedules_changed: Arc<Notify>,
     batches: Arc<Batches>,
     tokens: Arc<tokens::TokenCache>,
+    clock: clock::Clock,
 }
 
 /// The natural batchers of the hot path (see `batch.rs`): concurrent calls share round
@@ -232,6 +234,7 @@ impl Engine {
             metrics,
             schedules_changed: Arc::new(Notify::new()),
             tokens: Arc::new(tokens::TokenCache::default()),
+            clock: clock::Clock::default(),
         }
     }
 
@@ -287,6 +290,17 @@ impl Engine {
     /// 30 s; replaying is side-effect free, so a re-run is always safe).
     pub fn with_workflow_task_lease(mut self, lease: std::time::Duration) -> Self {
         self.workflow_task_lease = lease;
+        self
+    }
+
+    /// Skews this engine's own clock by `offset`, as if its host's clock were that far
+    /// off (for tests of clock skew). Every wall-clock reading of the engine uses it, and
+    /// none decides anything: leases, deadlines, certifications and schedule ticks are
+    /// stamped and judged by the database's clock, so a skewed engine orders and fires
+    /// exactly as the others do. Only what the engine measures itself (the
+    /// `onceflow_attempt_seconds` histogram) shows the skew.
+    pub fn with_clock_offset(mut self, offset: chrono::Duration) -> Self {
+        self.clock = clock::Clock::skewed(offset);
         self
     }
 

@@ -118,6 +118,11 @@ pub struct ScheduleReport {
     pub skipped_overlap: u64,
     /// Ticks skipped as older than their catch-up window.
     pub skipped_too_old: u64,
+    /// Schedules that failed in a transaction of their own (a stored cron expression or
+    /// job body that no longer parses, say): each was logged and counted
+    /// (`onceflow_pass_item_failures_total{pass="scheduler"}`), left as it was, and is
+    /// tried again at the next pass. The other schedules fired as usual.
+    pub failed: u64,
 }
 
 /// A checked schedule definition.
@@ -248,11 +253,7 @@ impl Engine {
     ) -> Result<SchedulePut, EngineError> {
         check_name(name)?;
         let def = definition(body)?;
-        let now = Utc::now();
-        let next = def.spec.tick_after(now).ok_or_else(|| {
-            EngineError::invalid_request(format!("cron: `{}` has no tick after now", def.cron))
-        })?;
-        let created = retry_transient!(self.put_schedule_once(owner, name, &def, now, next))?;
+        let created = retry_transient!(self.put_schedule_once(owner, name, &def))?;
         self.schedules_changed.notify_waiters();
         let schedule = self
             .store
@@ -270,10 +271,13 @@ impl Engine {
         owner: &str,
         name: &str,
         def: &Definition,
-        now: DateTime<Utc>,
-        next: DateTime<Utc>,
     ) -> Result<bool, EngineError> {
         let mut tx = self.begin().await?;
+        // Ticks are judged by the database's clock, never the engine's.
+        let now = tx.now().await?;
+        let next = def.spec.tick_after(now).ok_or_else(|| {
+            EngineError::invalid_request(format!("cron: `{}` has no tick after now", def.cron))
+        })?;
         let next_fire_at = (!def.paused).then_some(next);
         let mut existing = tx.lock_schedule(owner, name).await?;
         if existing.is_none() {
@@ -406,7 +410,8 @@ impl Engine {
         if row.view.paused == paused {
             return Ok(());
         }
-        let now = Utc::now();
+        // A resumed schedule starts from the first tick after the database's now.
+        let now = tx.now().await?;
         let next = if paused {
             None
         } else {
@@ -456,9 +461,20 @@ impl Engine {
         Ok(())
     }
 
-    /// When the earliest unpaused schedule is due next, for the scheduler loop's sleep.
+    /// When the earliest unpaused schedule is due next; `None` when none is.
     pub async fn next_schedule_fire_at(&self) -> Result<Option<DateTime<Utc>>, EngineError> {
-        Ok(self.store.next_schedule_fire_at().await?)
+        Ok(self.store.next_schedule_fire().await?.at)
+    }
+
+    /// How long until the earliest unpaused schedule is due by the database's clock
+    /// (zero when one is due now), for the scheduler loop's sleep; `None` when none is.
+    pub async fn next_schedule_due_in(&self) -> Result<Option<std::time::Duration>, EngineError> {
+        let next = self.store.next_schedule_fire().await?;
+        Ok(next.at.map(|at| {
+            (at - next.now)
+                .to_std()
+                .unwrap_or(std::time::Duration::ZERO)
+        }))
     }
 
     /// Woken when a schedule is created, replaced or resumed in this process.
@@ -472,40 +488,119 @@ impl Engine {
     /// at once (its idempotency key is `schedule:{name}:{tick}`, and the schedule moves past
     /// the tick in the same transaction under a version CAS); a tick older than the
     /// schedule's catch-up window is skipped and counted, never fired; with
-    /// `overlap: skip` a tick whose previous job is still open is skipped with an event.
+    /// `overlap: skip` a tick whose previous job is still open is skipped with an event;
+    /// a schedule that cannot fire stops no other (see [`ScheduleReport::failed`]).
     pub async fn run_schedules(&self) -> Result<ScheduleReport, EngineError> {
         let mut report = ScheduleReport::default();
-        match self.store.next_schedule_fire_at().await? {
-            Some(next) if next <= Utc::now() => {}
+        match self.next_schedule_due_in().await? {
+            Some(wait) if wait.is_zero() => {}
             _ => return Ok(report),
         }
+        // Schedules that failed alone in this pass: left as they are, skipped until the
+        // next pass.
+        let mut failed = Vec::new();
         loop {
-            let (seen, pass) = retry_transient!(self.run_schedules_once())?;
+            let (fresh, pass) = retry_transient!(self.run_schedules_once(&mut failed))?;
             self.metrics
                 .schedule_pass(pass.fired, pass.skipped_overlap, pass.skipped_too_old);
             report.fired += pass.fired;
             report.skipped_overlap += pass.skipped_overlap;
             report.skipped_too_old += pass.skipped_too_old;
-            if seen < BATCH as u64 {
+            report.failed += pass.failed;
+            if fresh < BATCH as u64 {
                 break;
             }
         }
         Ok(report)
     }
 
-    async fn run_schedules_once(&self) -> Result<(u64, ScheduleReport), EngineError> {
+    /// One batch of due schedules in one transaction, leaving out those in `failed`. When
+    /// a schedule of the batch fails (other than transiently: then the whole batch is
+    /// tried again), the batch is rolled back and each of its schedules fires in a
+    /// transaction of its own, so that one bad schedule cannot stop the others; one that
+    /// fails alone is logged, counted, left as it was and added to `failed`. Answers how
+    /// many schedules the batch took (besides `failed`) and what it did.
+    async fn run_schedules_once(
+        &self,
+        failed: &mut Vec<(String, String)>,
+    ) -> Result<(u64, ScheduleReport), EngineError> {
         let mut tx = self.begin().await?;
-        let now = Utc::now();
-        let due = tx.lock_due_schedules(now, BATCH).await?;
+        // Due ticks, and the time the pass stamps, by the database's clock: the one the
+        // lock below compares `next_fire_at` with.
+        let now = tx.now().await?;
+        // Failed schedules stay due (they did not move): take them too, and leave them.
+        let mut due = tx.lock_due_schedules(BATCH + failed.len() as i64).await?;
+        due.retain(|row| {
+            !failed
+                .iter()
+                .any(|(owner, name)| owner == row.owner() && name == row.name())
+        });
         let mut report = ScheduleReport::default();
         let mut events = Vec::new();
+        let mut failure = None;
         for row in &due {
-            self.fire_schedule(tx.as_mut(), row.clone(), now, &mut report, &mut events)
-                .await?;
+            if let Err(e) = self
+                .fire_schedule(tx.as_mut(), row.clone(), now, &mut report, &mut events)
+                .await
+            {
+                failure = Some(e);
+                break;
+            }
         }
+        match failure {
+            None => {
+                tx.append_schedule_events(&events).await?;
+                tx.commit().await?;
+                return Ok((due.len() as u64, report));
+            }
+            Some(EngineError::Internal(e)) if e.is_transient() => {
+                return Err(EngineError::Internal(e))
+            }
+            Some(_) => drop(tx),
+        }
+        // Each schedule alone, in the order taken.
+        let mut report = ScheduleReport::default();
+        for row in &due {
+            match retry_transient!(self.fire_schedule_alone(row.owner(), row.name())) {
+                Ok(alone) => {
+                    report.fired += alone.fired;
+                    report.skipped_overlap += alone.skipped_overlap;
+                    report.skipped_too_old += alone.skipped_too_old;
+                }
+                Err(e) => {
+                    self.metrics.pass_item_failed("scheduler");
+                    report.failed += 1;
+                    tracing::error!(owner = %row.owner(), schedule = %row.name(), error = %e,
+                        "schedule failed in the scheduler pass: left as it was, skipped until the next pass");
+                    failed.push((row.owner().to_owned(), row.name().to_owned()));
+                }
+            }
+        }
+        Ok((due.len() as u64, report))
+    }
+
+    /// Fires the due ticks of one schedule in a transaction of its own (nothing when it
+    /// is no longer due: another engine fired it, or it was paused or deleted meanwhile).
+    async fn fire_schedule_alone(
+        &self,
+        owner: &str,
+        name: &str,
+    ) -> Result<ScheduleReport, EngineError> {
+        let mut report = ScheduleReport::default();
+        let mut tx = self.begin().await?;
+        let now = tx.now().await?;
+        let Some(row) = tx.lock_schedule(owner, name).await? else {
+            return Ok(report);
+        };
+        if row.view.paused || row.view.next_fire_at.is_none_or(|at| at > now) {
+            return Ok(report);
+        }
+        let mut events = Vec::new();
+        self.fire_schedule(tx.as_mut(), row, now, &mut report, &mut events)
+            .await?;
         tx.append_schedule_events(&events).await?;
         tx.commit().await?;
-        Ok((due.len() as u64, report))
+        Ok(report)
     }
 
     /// Fires (or skips) the due ticks of one locked schedule and moves it past them.

@@ -500,7 +500,7 @@ pub struct NewScheduleEvent {
     pub owner_id: String,
     /// The schedule whose history it joins.
     pub schedule_name: String,
-    /// When it happened (the engine's clock, like the ticks).
+    /// When it happened (the transaction's clock, [`StoreTx::now`], like the ticks).
     pub at: DateTime<Utc>,
     /// The event type (see [`ScheduleEvent::kind`]).
     pub kind: &'static str,
@@ -523,6 +523,35 @@ pub struct PrunedJobs {
     pub chosen: u64,
     /// The highest id chosen: where the next batch of the same pass starts.
     pub last: Option<Uuid>,
+}
+
+/// A certification run to record; the store stamps it ([`Store::insert_certification`]).
+#[derive(Debug, Clone)]
+pub struct NewCertification {
+    /// The owner it belongs to (`*` for every owner).
+    pub owner: String,
+    /// The certification's id.
+    pub id: Uuid,
+    /// The activity it certifies the provider for.
+    pub activity: String,
+    /// The provider that ran the contract tests.
+    pub provider: String,
+    /// The output contract it was tested against.
+    pub contract_hash: String,
+    /// Whether the provider passed.
+    pub passed: bool,
+    /// The test run's report.
+    pub report: Value,
+}
+
+/// When the earliest unpaused schedule is due, with the database's clock read by the
+/// same statement ([`Store::next_schedule_fire`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextScheduleFire {
+    /// The earliest `next_fire_at` of an unpaused schedule of any owner; `None` when none.
+    pub at: Option<DateTime<Utc>>,
+    /// The database's clock when it was read.
+    pub now: DateTime<Utc>,
 }
 
 pub(crate) fn overlap_of(text: &str) -> StoreResult<Overlap> {
@@ -760,8 +789,15 @@ pub trait Store: Send + Sync + 'static {
     /// Registers (or confirms, making it current again) an output contract.
     async fn register_contract(&self, contract: &Contract) -> StoreResult<()>;
 
-    /// Records a certification run.
-    async fn insert_certification(&self, certification: &Certification) -> StoreResult<()>;
+    /// Records a certification run, stamped with the database's clock when it is written
+    /// (never an engine's): of two runs recorded one after the other, the later one has
+    /// the later `created_at` whatever the clocks of the engines that recorded them, and
+    /// is the one [`StoreTx::latest_certification`] and [`Store::latest_certifications`]
+    /// answer. Returns the run as recorded.
+    async fn insert_certification(
+        &self,
+        certification: &NewCertification,
+    ) -> StoreResult<Certification>;
 
     /// Stores a new token (its hash).
     async fn insert_token(&self, token: &TokenRow) -> StoreResult<()>;
@@ -796,8 +832,9 @@ pub trait Store: Send + Sync + 'static {
         limit: i64,
     ) -> StoreResult<Vec<ScheduleEvent>>;
 
-    /// When the earliest unpaused schedule of any owner is due next; `None` when none is.
-    async fn next_schedule_fire_at(&self) -> StoreResult<Option<DateTime<Utc>>>;
+    /// When the earliest unpaused schedule of any owner is due next, with the database's
+    /// clock, so that the caller can tell whether it is due without reading its own.
+    async fn next_schedule_fire(&self) -> StoreResult<NextScheduleFire>;
 
     /// Until `shutdown`, wakes `signal`'s waiters whenever any process schedules work
     /// ([`StoreTx::notify_work`]). A hint only: pollers re-check on a timer too.
@@ -809,6 +846,11 @@ pub trait Store: Send + Sync + 'static {
 pub trait StoreTx: Send {
     /// Commits every change made in this transaction at once.
     async fn commit(self: Box<Self>) -> StoreResult<()>;
+
+    /// The transaction's clock: the database's time when the transaction began
+    /// (PostgreSQL's `now()`), the same at every call, and the time the transaction's
+    /// statements compare with (leases, deadlines, due schedules).
+    async fn now(&mut self) -> StoreResult<DateTime<Utc>>;
 
     /// Inserts a job unless `(owner, idempotency key)` exists (invariant 1). Returns the
     /// inserted row, or `None` when the key was taken.
@@ -1206,12 +1248,9 @@ pub trait StoreTx: Send {
     /// Deletes a schedule and its events; `false` when there was none.
     async fn delete_schedule(&mut self, owner: &str, name: &str) -> StoreResult<bool>;
 
-    /// Locks (without waiting) up to `limit` unpaused schedules due at `now`, earliest first.
-    async fn lock_due_schedules(
-        &mut self,
-        now: DateTime<Utc>,
-        limit: i64,
-    ) -> StoreResult<Vec<ScheduleRow>>;
+    /// Locks (without waiting) up to `limit` unpaused schedules due by the transaction's
+    /// clock ([`StoreTx::now`]), earliest first.
+    async fn lock_due_schedules(&mut self, limit: i64) -> StoreResult<Vec<ScheduleRow>>;
 
     /// The status of a job of `owner`, without locking it.
     async fn job_status(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobStatus>>;

@@ -15,9 +15,9 @@ use uuid::Uuid;
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord,
     JobQuery, JobRow, LeaseExtension, LeaseRenewal, LockedAttempt, NewActivity, NewActivityJob,
-    NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, PrunedJobs, ReplayedJob,
-    ScheduleRow, Store, StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult,
-    WorkflowClaimFilter,
+    NewAttempt, NewCertification, NewEvent, NewJob, NewReplay, NewScheduleEvent, NextScheduleFire,
+    PrunedJobs, ReplayedJob, ScheduleRow, Store, StoreResult, StoreTx, StuckQuery, TimerRow,
+    TokenRow, WinningResult, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
@@ -580,6 +580,7 @@ impl Store for PgStore {
             tx: self.pool.begin_with(BEGIN_TRANSACTION_SQL).await?,
             bell: self.bell.clone(),
             wake: false,
+            now: None,
         }))
     }
 
@@ -834,7 +835,8 @@ impl Store for PgStore {
         &self,
         owners: Option<&[String]>,
     ) -> StoreResult<Vec<Certification>> {
-        // Only the latest certification of a provider for a contract hash counts.
+        // Invariant 6: only the latest certification of a provider for a contract hash
+        // counts, latest by the database's clock that stamped it.
         let rows = sqlx::query(
             "SELECT DISTINCT ON (owner_id, activity, contract_hash, provider)
                     id, owner_id, activity, provider, contract_hash, passed, report, created_at
@@ -1036,11 +1038,14 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn insert_certification(&self, c: &Certification) -> StoreResult<()> {
-        sqlx::query(
+    async fn insert_certification(&self, c: &NewCertification) -> StoreResult<Certification> {
+        // Certification order (invariant 6): stamped by the database's clock as it writes
+        // (clock_timestamp), never an engine's, so the later run is the latest one.
+        let created_at = sqlx::query_scalar(
             "INSERT INTO certifications
                  (owner_id, id, activity, provider, contract_hash, passed, report, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp())
+             RETURNING created_at",
         )
         .bind(&c.owner)
         .bind(c.id)
@@ -1049,10 +1054,18 @@ impl Store for PgStore {
         .bind(&c.contract_hash)
         .bind(c.passed)
         .bind(&c.report)
-        .bind(c.created_at)
-        .execute(&self.pool)
+        .fetch_one(&self.pool)
         .await?;
-        Ok(())
+        Ok(Certification {
+            id: c.id,
+            owner: c.owner.clone(),
+            activity: c.activity.clone(),
+            provider: c.provider.clone(),
+            contract_hash: c.contract_hash.clone(),
+            passed: c.passed,
+            report: c.report.clone(),
+            created_at,
+        })
     }
 
     async fn insert_token(&self, token: &TokenRow) -> StoreResult<()> {
@@ -1153,12 +1166,17 @@ impl Store for PgStore {
             .collect()
     }
 
-    async fn next_schedule_fire_at(&self) -> StoreResult<Option<chrono::DateTime<chrono::Utc>>> {
-        Ok(
-            sqlx::query_scalar("SELECT min(next_fire_at) FROM schedules WHERE NOT paused")
-                .fetch_one(&self.pool)
-                .await?,
+    async fn next_schedule_fire(&self) -> StoreResult<NextScheduleFire> {
+        let row = sqlx::query(
+            "SELECT min(next_fire_at) AS next_fire_at, clock_timestamp() AS now
+             FROM schedules WHERE NOT paused",
         )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(NextScheduleFire {
+            at: row.try_get("next_fire_at")?,
+            now: row.try_get("now")?,
+        })
     }
 
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
@@ -1903,17 +1921,30 @@ pub struct PgTx {
     tx: Transaction<'static, Postgres>,
     bell: Arc<WorkBell>,
     wake: bool,
+    /// The transaction's `now()`, once read.
+    now: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[async_trait]
 impl StoreTx for PgTx {
     async fn commit(self: Box<Self>) -> StoreResult<()> {
-        let PgTx { tx, bell, wake } = *self;
+        let PgTx { tx, bell, wake, .. } = *self;
         tx.commit().await?;
         if wake {
             bell.ring();
         }
         Ok(())
+    }
+
+    async fn now(&mut self) -> StoreResult<chrono::DateTime<chrono::Utc>> {
+        if let Some(now) = self.now {
+            return Ok(now);
+        }
+        let now = sqlx::query_scalar("SELECT now()")
+            .fetch_one(&mut *self.tx)
+            .await?;
+        self.now = Some(now);
+        Ok(now)
     }
 
     async fn insert_job(&mut self, job: &NewJob) -> StoreResult<Option<JobRow>> {
@@ -2582,7 +2613,8 @@ impl StoreTx for PgTx {
         provider: &str,
         contract_hash: &str,
     ) -> StoreResult<Option<Certification>> {
-        // Only the latest certification for the current contract counts.
+        // Invariant 6: only the latest certification for the current contract counts,
+        // latest by the database's clock that stamped it.
         let row = sqlx::query(
             "SELECT id, owner_id, activity, provider, contract_hash, passed, report, created_at
              FROM certifications
@@ -2873,19 +2905,16 @@ impl StoreTx for PgTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn lock_due_schedules(
-        &mut self,
-        now: chrono::DateTime<chrono::Utc>,
-        limit: i64,
-    ) -> StoreResult<Vec<ScheduleRow>> {
-        // Scheduler loop: each due schedule is taken by one engine only (SKIP LOCKED).
+    async fn lock_due_schedules(&mut self, limit: i64) -> StoreResult<Vec<ScheduleRow>> {
+        // Scheduler loop: each due schedule is taken by one engine only (SKIP LOCKED), and
+        // only once due by the database's clock (the transaction's now(), which the pass
+        // computes its ticks from), whatever the engine's clock.
         let rows = sqlx::query(&format!(
             "SELECT {SCHEDULE_COLUMNS} FROM schedules
-             WHERE NOT paused AND next_fire_at <= $1
-             ORDER BY next_fire_at LIMIT $2
+             WHERE NOT paused AND next_fire_at <= now()
+             ORDER BY next_fire_at LIMIT $1
              FOR UPDATE SKIP LOCKED"
         ))
-        .bind(now)
         .bind(limit)
         .fetch_all(&mut *self.tx)
         .await?;

@@ -23,9 +23,9 @@ use uuid::Uuid;
 
 use super::{
     ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord,
-    JobQuery, JobRow, LeaseExtension, LeaseRenewal, NewActivity, NewAttempt, NewEvent, NewJob,
-    NewScheduleEvent, PrunedJobs, ScheduleRow, Store, StoreResult, StoreTx, StuckQuery, TimerRow,
-    TokenRow, WorkflowClaimFilter,
+    JobQuery, JobRow, LeaseExtension, LeaseRenewal, NewActivity, NewAttempt, NewCertification,
+    NewEvent, NewJob, NewScheduleEvent, NextScheduleFire, PrunedJobs, ScheduleRow, Store,
+    StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
@@ -541,11 +541,13 @@ impl Store for SqliteStore {
         owners: Option<&[String]>,
     ) -> StoreResult<Vec<Certification>> {
         let owners = owners.map(|o| text(&o)).transpose()?;
-        // Only the latest certification of a provider for a contract hash counts.
+        // Invariant 6: only the latest certification of a provider for a contract hash
+        // counts, latest by the write transactions' clock that stamped it (then by rowid:
+        // the order of the inserts under the one writer).
         let rows = sqlx::query(
             "SELECT id, owner_id, activity, provider, contract_hash, passed, report, created_at FROM (
                  SELECT *, row_number() OVER (PARTITION BY owner_id, activity, contract_hash, provider
-                                              ORDER BY created_at DESC, id DESC) AS n
+                                              ORDER BY created_at DESC, rowid DESC) AS n
                  FROM certifications
                  WHERE (?1 IS NULL OR owner_id IN (SELECT value FROM json_each(?1)))
              ) WHERE n = 1
@@ -757,8 +759,11 @@ impl Store for SqliteStore {
         Box::new(tx).commit().await
     }
 
-    async fn insert_certification(&self, c: &Certification) -> StoreResult<()> {
+    async fn insert_certification(&self, c: &NewCertification) -> StoreResult<Certification> {
         let mut tx = self.write().await?;
+        let created_at = tx.now;
+        // Certification order (invariant 6): stamped by the write transaction's clock, taken
+        // under the one writer's lock, never an engine's, so the later run is the latest one.
         sqlx::query(
             "INSERT INTO certifications (owner_id, id, activity, provider, contract_hash, passed, report, created_at)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -770,10 +775,20 @@ impl Store for SqliteStore {
         .bind(&c.contract_hash)
         .bind(c.passed)
         .bind(c.report.to_string())
-        .bind(c.created_at.timestamp_micros())
+        .bind(created_at)
         .execute(&mut *tx.tx)
         .await?;
-        Box::new(tx).commit().await
+        Box::new(tx).commit().await?;
+        Ok(Certification {
+            id: c.id,
+            owner: c.owner.clone(),
+            activity: c.activity.clone(),
+            provider: c.provider.clone(),
+            contract_hash: c.contract_hash.clone(),
+            passed: c.passed,
+            report: c.report.clone(),
+            created_at: ts(created_at),
+        })
     }
 
     async fn insert_token(&self, token: &TokenRow) -> StoreResult<()> {
@@ -870,12 +885,15 @@ impl Store for SqliteStore {
             .collect()
     }
 
-    async fn next_schedule_fire_at(&self) -> StoreResult<Option<DateTime<Utc>>> {
+    async fn next_schedule_fire(&self) -> StoreResult<NextScheduleFire> {
         let next: Option<i64> =
             sqlx::query_scalar("SELECT min(next_fire_at) FROM schedules WHERE NOT paused")
                 .fetch_one(&self.pool)
                 .await?;
-        Ok(next.map(ts))
+        Ok(NextScheduleFire {
+            at: next.map(ts),
+            now: ts(now_us()),
+        })
     }
 
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
@@ -960,6 +978,10 @@ impl StoreTx for SqliteTx {
             }
         }
         Ok(())
+    }
+
+    async fn now(&mut self) -> StoreResult<DateTime<Utc>> {
+        Ok(ts(self.now))
     }
 
     async fn insert_job(&mut self, job: &NewJob) -> StoreResult<Option<JobRow>> {
@@ -1481,11 +1503,13 @@ impl StoreTx for SqliteTx {
         provider: &str,
         contract_hash: &str,
     ) -> StoreResult<Option<Certification>> {
-        // Only the latest certification for the current contract counts.
+        // Invariant 6: only the latest certification for the current contract counts,
+        // latest by the write transactions' clock that stamped it (then by rowid: the order
+        // of the inserts under the one writer).
         let row = sqlx::query(
             "SELECT id, owner_id, activity, provider, contract_hash, passed, report, created_at FROM certifications
              WHERE owner_id IN (?1, '*') AND activity = ?2 AND provider = ?3 AND contract_hash = ?4
-             ORDER BY (owner_id = ?1) DESC, created_at DESC, id DESC LIMIT 1",
+             ORDER BY (owner_id = ?1) DESC, created_at DESC, rowid DESC LIMIT 1",
         )
         .bind(owner)
         .bind(activity)
@@ -1833,17 +1857,14 @@ impl StoreTx for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn lock_due_schedules(
-        &mut self,
-        now: DateTime<Utc>,
-        limit: i64,
-    ) -> StoreResult<Vec<ScheduleRow>> {
+    async fn lock_due_schedules(&mut self, limit: i64) -> StoreResult<Vec<ScheduleRow>> {
         // Scheduler loop: the write transaction is the only writer, so each due schedule
-        // is taken by one engine at a time.
+        // is taken by one engine at a time, and only once due by the transaction's clock
+        // (which the pass computes its ticks from), whatever the engine's clock.
         let rows = sqlx::query(&format!(
             "SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE NOT paused AND next_fire_at <= ? ORDER BY next_fire_at LIMIT ?"
         ))
-        .bind(now.timestamp_micros())
+        .bind(self.now)
         .bind(limit)
         .fetch_all(&mut *self.tx)
         .await?;

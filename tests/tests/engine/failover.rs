@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use onceflow_engine::model::Certification;
 use onceflow_engine::model::{
     ActivityStatus, AttemptStatus, CompletionOutcome, Failover, JobStatus, Scope,
 };
@@ -194,5 +195,40 @@ rules! {
         assert_eq!(task.attempt_id, created.id);
         engine.complete(&Scope::AllOwners, task.attempt_id, &result_of(&task, json!({"text": "chosen by hand"}))).await.unwrap();
         assert_eq!(engine.job(&owner(ALICE), job.id).await.unwrap().status, JobStatus::Succeeded);
+    }
+
+    async fn a_skewed_engine_cannot_reorder_a_certifications_pass_and_fail(db) {
+        // Two engines whose hosts' clocks are an hour fast and an hour slow.
+        let fast = db.engine().with_clock_offset(chrono::Duration::hours(1));
+        let slow = db.engine().with_clock_offset(-chrono::Duration::hours(1));
+        let hash = fast.register_contract(ALICE, "generate", &text_schema()).await.unwrap();
+        let record = |engine: &onceflow_engine::Engine, provider: &'static str, passed: bool| {
+            let (engine, hash) = (engine.clone(), hash.clone());
+            async move {
+                engine.record_certification(ALICE, "generate", provider, &hash, passed, json!({"passed": passed})).await.unwrap()
+            }
+        };
+        // fallback-llm fails on the fast engine, then passes on the slow one: the pass is later.
+        let fail = record(&fast, "fallback-llm", false).await;
+        let pass = record(&slow, "fallback-llm", true).await;
+        // backup-llm passes on the fast engine, then fails on the slow one: the fail is later.
+        let earlier_pass = record(&fast, "backup-llm", true).await;
+        let later_fail = record(&slow, "backup-llm", false).await;
+        let stamped_in_order = |first: &Certification, then: &Certification| first.created_at < then.created_at;
+        assert!(stamped_in_order(&fail, &pass), "stamped by the database's clock: {fail:?} then {pass:?}");
+        assert!(stamped_in_order(&earlier_pass, &later_fail), "stamped by the database's clock: {earlier_pass:?} then {later_fail:?}");
+
+        // The contracts view shows the later run of each provider.
+        let contracts = db.engine().contracts(&owner(ALICE)).await.unwrap();
+        let current: Vec<_> = contracts[0].certifications.iter().map(|c| (c.provider.as_str(), c.passed)).collect();
+        assert_eq!(current, vec![("backup-llm", false), ("fallback-llm", true)]);
+
+        // And failover goes by it: fallback-llm is certified.
+        let job = db.engine().submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let first = claim_one(&fast, "primary-llm").await;
+        slow.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "bad request", false)).await.unwrap();
+        let job = db.engine().job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(job.status, JobStatus::Running, "{:?}", job.error);
+        assert_eq!(job.activities[0].attempts[1].provider, "fallback-llm");
     }
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 use futures::future::join_all;
 use onceflow_engine::model::{ActivityStatus, AttemptStatus, CompletionOutcome, JobStatus, Scope};
 use onceflow_tests::{
-    attempt_view, certify, claim, claim_one, code_of, error_of, event_types, llm_job, owner,
-    quick_options, reap_until_unknown, result_of, rules, ALICE,
+    attempt_view, certify, claim, claim_one, code_of, error_of, event_types, llm_job, metric,
+    owner, quick_options, reap_until_unknown, result_of, rules, wait_for, TestDb, ALICE,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -225,4 +225,66 @@ rules! {
         let outcome = engine.complete(&owner(ALICE), task.attempt_id, &result_of(&task, json!({"text": "late"}))).await.unwrap();
         assert_eq!(outcome, CompletionOutcome::Won);
     }
+
+    async fn an_attempt_the_reaper_cannot_change_is_skipped_counted_and_retried_and_stops_no_other_owners(db) {
+        let engine = db.engine();
+        for who in [ALICE, "bob"] {
+            certify(&engine, who, "fallback-llm").await;
+        }
+        // Per owner: a started attempt whose lease will expire (heartbeat timeout 1 s) ...
+        let mut started = Vec::new();
+        for who in [ALICE, "bob"] {
+            let job = engine.submit(who, "lease", &llm_job(json!({}), quick_options())).await.unwrap().job;
+            let task = claim(&engine, &owner(who), "w1", "primary-llm", 1).await.pop().expect("a task");
+            started.push((job.id, task.attempt_id));
+        }
+        // ... and a scheduled attempt nobody will start (schedule-to-start 1 s).
+        let mut unstarted = Vec::new();
+        for who in [ALICE, "bob"] {
+            let mut options = quick_options();
+            options.schedule_to_start_timeout_s = Some(1);
+            let job = engine.submit(who, "deadline", &llm_job(json!({}), options)).await.unwrap().job;
+            unstarted.push((job.id, job.activities[0].attempts[0].id));
+        }
+        // Alice's two go bad in the database: the started attempt's row no longer parses,
+        // nor the unstarted one's activity options, which its failover reads.
+        let (alice_started, alice_unstarted) = (started[0], unstarted[0]);
+        db.execute(&format!(r#"UPDATE attempts SET error = '"not an error object"' WHERE id = '{}'"#, alice_started.1)).await.unwrap();
+        let options = db.json(&format!("SELECT options FROM activities WHERE job_id = '{}'", alice_unstarted.0)).await;
+        db.execute(&format!(r#"UPDATE activities SET options = '{{"retry": "not a policy"}}' WHERE job_id = '{}'"#, alice_unstarted.0)).await.unwrap();
+
+        // Bob's attempts are reaped as usual, pass after pass.
+        let (bob_started, bob_unstarted) = (started[1], unstarted[1]);
+        wait_for("bob's lease to expire and his unstarted attempt to pass its deadline", Duration::from_secs(10), || async {
+            engine.reap().await.expect("a pass with bad attempts succeeds");
+            attempt_view(&engine, bob_started.0, bob_started.1).await.status == AttemptStatus::Unknown
+                && attempt_view(&engine, bob_unstarted.0, bob_unstarted.1).await.status == AttemptStatus::Expired
+        }).await;
+        let bob = engine.job(&owner("bob"), bob_unstarted.0).await.unwrap();
+        assert_eq!(bob.activities[0].attempts[1].provider, "fallback-llm", "the expiry failed over");
+        // Alice's are left exactly as they were, and counted.
+        assert_eq!(statuses(db, alice_started.0).await, ["started"]);
+        assert_eq!(statuses(db, alice_unstarted.0).await, ["scheduled"]);
+        let failures = metric(&engine, r#"onceflow_pass_item_failures_total{pass="reaper"}"#).await;
+        assert!(failures >= 2.0, "each bad attempt counted: {failures}");
+
+        // Repaired, they are reaped at the next pass.
+        db.execute(&format!("UPDATE attempts SET error = NULL WHERE id = '{}'", alice_started.1)).await.unwrap();
+        db.execute(&format!("UPDATE activities SET options = '{options}' WHERE job_id = '{}'", alice_unstarted.0)).await.unwrap();
+        let report = engine.reap().await.unwrap();
+        assert_eq!((report.unknown, report.expired, report.failed), (1, 1, 0));
+        assert_eq!(attempt_view(&engine, alice_started.0, alice_started.1).await.status, AttemptStatus::Unknown);
+        let alice = engine.job(&owner(ALICE), alice_unstarted.0).await.unwrap();
+        assert_eq!(alice.activities[0].attempts[0].status, AttemptStatus::Expired);
+        assert_eq!(alice.activities[0].attempts[1].provider, "fallback-llm");
+    }
+}
+
+/// The statuses of a job's attempts, read from the database (the job's view would not
+/// read a row that no longer parses).
+async fn statuses(db: &TestDb, job_id: Uuid) -> Vec<String> {
+    db.strings(&format!(
+        "SELECT status FROM attempts WHERE job_id = '{job_id}' ORDER BY number"
+    ))
+    .await
 }

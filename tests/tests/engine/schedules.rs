@@ -1,13 +1,13 @@
 //! The scheduler's exactly-once (API.md, Schedules): each tick is a submission under key
 //! `schedule:{name}:{tick}`, advanced under a version CAS, taken by one engine at a time.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use chrono::Utc;
 use onceflow_engine::model::Overlap;
 use onceflow_engine::{tick_key, JobListQuery, JobRequest, ScheduleRequestBody};
-use onceflow_tests::{owner, rules, wait_for, TestDb, ALICE};
+use onceflow_tests::{metric, owner, rules, wait_for, TestDb, ALICE};
 use serde_json::json;
 
 fn every_second(overlap: Overlap) -> ScheduleRequestBody {
@@ -124,4 +124,111 @@ rules! {
         assert_eq!(engine.run_schedules().await.unwrap().fired, 0);
         assert!(keys(db).await.is_empty());
     }
+
+    async fn a_skewed_engine_fires_no_tick_early_or_twice(db) {
+        // Two engines whose hosts' clocks are an hour fast and an hour slow.
+        let fast = db.engine().with_clock_offset(chrono::Duration::hours(1));
+        let slow = db.engine().with_clock_offset(-chrono::Duration::hours(1));
+        // Three ticks an hour; a catch-up window wide enough that a tick taken early would
+        // fire (not be skipped as too old).
+        let body = ScheduleRequestBody {
+            cron: "0 */20 * * * *".to_owned(),
+            catchup_window_s: Some(7200),
+            ..every_second(Overlap::Allow)
+        };
+        let before = db.clock().await;
+        let put = db.engine().put_schedule(ALICE, "skewed", &body).await.unwrap();
+        let first = put.schedule.next_fire_at.expect("a next tick");
+        assert!(first > before, "the first tick is after the database's now");
+
+        // The fast engine's pass takes no tick the database's clock has not reached.
+        fast.run_schedules().await.unwrap();
+        let reached = db.clock().await;
+        let fired = fired_ticks(db).await;
+        assert!(fired.keys().all(|t| *t <= reached), "ticks fired early: {fired:?} (database's now {reached})");
+
+        // The slow engine pauses and resumes it: it resumes from the first tick after the
+        // database's now, not from a tick that fell before (one that fired, or fell while
+        // it was paused).
+        slow.pause_schedule(ALICE, "skewed").await.unwrap();
+        let resumed_at = db.clock().await;
+        let resumed = slow.resume_schedule(ALICE, "skewed").await.unwrap();
+        let next = resumed.next_fire_at.expect("a next tick");
+        assert!(next > resumed_at, "resumed at {resumed_at}, next tick {next}");
+
+        for engine in [&slow, &fast, &db.engine()] {
+            engine.run_schedules().await.unwrap();
+        }
+        let reached = db.clock().await;
+        let fired = fired_ticks(db).await;
+        assert!(fired.keys().all(|t| *t <= reached), "ticks fired early: {fired:?} (database's now {reached})");
+        assert!(fired.values().all(|n| *n == 1), "a tick fired twice: {fired:?}");
+        let schedule = db.engine().schedule(ALICE, "skewed").await.unwrap();
+        assert_eq!(schedule.fired_count, fired.len() as u64);
+        assert_eq!(keys(db).await.len(), fired.len(), "one job per fired tick");
+    }
+
+    async fn a_schedule_that_cannot_fire_is_skipped_counted_and_retried_and_stops_no_other_owners(db) {
+        let engine = db.engine();
+        let every_second_job = every_second(Overlap::Allow);
+        for name in ["bad-cron", "bad-job"] {
+            engine.put_schedule(ALICE, name, &every_second_job).await.unwrap();
+        }
+        engine.put_schedule("bob", "fine", &every_second_job).await.unwrap();
+        // Two of alice's schedules go bad in the database: a cron expression and a job body
+        // that no longer parse.
+        db.execute("UPDATE schedules SET cron = 'not a cron' WHERE owner_id = 'alice' AND name = 'bad-cron'").await.unwrap();
+        db.execute(r#"UPDATE schedules SET job = '{"not": "a job"}' WHERE owner_id = 'alice' AND name = 'bad-job'"#).await.unwrap();
+        let stored = |name: &'static str| {
+            let store = db.store();
+            async move { store.schedule(ALICE, name).await.unwrap().expect("the schedule is kept") }
+        };
+        let (bad_cron, bad_job) = (stored("bad-cron").await, stored("bad-job").await);
+
+        // Bob's schedule fires pass after pass.
+        wait_for("bob's schedule to fire", Duration::from_secs(10), || async {
+            let report = engine.run_schedules().await.expect("a pass with bad schedules succeeds");
+            assert!(report.failed <= 2, "{report:?}");
+            engine.schedule("bob", "fine").await.unwrap().fired_count >= 2
+        }).await;
+        let failures = metric(&engine, r#"onceflow_pass_item_failures_total{pass="scheduler"}"#).await;
+        assert!(failures >= 2.0, "each bad schedule counted: {failures}");
+        assert_eq!(metric(&engine, r#"onceflow_pass_item_failures_total{pass="reaper"}"#).await, 0.0);
+
+        // The bad ones are left exactly as they were: not moved past their ticks, not lost.
+        for (name, before) in [("bad-cron", &bad_cron), ("bad-job", &bad_job)] {
+            let now = stored(name).await;
+            assert_eq!((now.version, now.view.next_fire_at, now.view.fired_count), (before.version, before.view.next_fire_at, 0), "{name}");
+        }
+        assert!(keys(db).await.is_empty(), "alice's schedules made no job");
+
+        // Repaired, they fire at the next pass, from the tick they were stuck at (within
+        // their catch-up window).
+        db.execute("UPDATE schedules SET cron = '* * * * * *' WHERE owner_id = 'alice' AND name = 'bad-cron'").await.unwrap();
+        db.execute(&format!("UPDATE schedules SET job = '{}' WHERE owner_id = 'alice' AND name = 'bad-job'", every_second_job.job)).await.unwrap();
+        let report = engine.run_schedules().await.unwrap();
+        assert_eq!(report.failed, 0);
+        for (name, before) in [("bad-cron", &bad_cron), ("bad-job", &bad_job)] {
+            let stuck_at = before.view.next_fire_at.expect("a next tick");
+            let events = engine.schedule_events(ALICE, name, None).await.unwrap();
+            assert!(events.iter().any(|e| e.kind == "fired" && e.tick_at == Some(stuck_at)), "{name} fired its stuck tick: {events:?}");
+        }
+    }
+}
+/// How many times each tick of alice's schedule `skewed` fired.
+async fn fired_ticks(db: &TestDb) -> BTreeMap<chrono::DateTime<Utc>, usize> {
+    let mut fired = BTreeMap::new();
+    for e in db
+        .engine()
+        .schedule_events(ALICE, "skewed", Some(1000))
+        .await
+        .expect("events read")
+    {
+        if e.kind == "fired" {
+            *fired
+                .entry(e.tick_at.expect("a fired event names its tick"))
+                .or_default() += 1;
+        }
+    }
+    fired
 }

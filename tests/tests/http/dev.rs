@@ -124,3 +124,55 @@ async fn onceflow_dev_runs_on_sqlite_and_keeps_everything_across_restarts() {
     drop(dev);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The permission bits of a file.
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .expect("the file exists")
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tokens_env_is_readable_by_its_owner_only_even_when_it_was_not() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("onceflow-dev-{}", uuid::Uuid::new_v4().simple()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let env_file = dir.join("tokens.env");
+    let dev = start_dev(&dir, port, false).await;
+    assert_eq!(mode(&env_file), 0o600, "a new tokens.env");
+    let client = env_var(&dir, "ONCEFLOW_CLIENT_TOKEN");
+    drop(dev);
+
+    // Someone widened it (or an older onceflow wrote it with the umask's mode).
+    std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let dev = start_dev(&dir, port, false).await;
+    assert_eq!(
+        mode(&env_file),
+        0o600,
+        "an existing tokens.env written again"
+    );
+    assert_eq!(
+        env_var(&dir, "ONCEFLOW_CLIENT_TOKEN"),
+        client,
+        "its working tokens are kept"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("tokens.env") && name != "tokens.env")
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "no temporary file left: {leftovers:?}"
+    );
+    drop(dev);
+    let _ = std::fs::remove_dir_all(&dir);
+}
