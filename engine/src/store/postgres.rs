@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord,
-    JobQuery, JobRow, LeaseExtension, LeaseRenewal, LockedAttempt, NewActivity, NewActivityJob,
-    NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, PrunedJobs, ReplayedJob,
-    ScheduleRow, Store, StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow, WinningResult,
-    WorkflowClaimFilter,
+    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ConnectSettings,
+    ContractRecord, JobQuery, JobRow, LeaseExtension, LeaseRenewal, LockedAttempt, NewActivity,
+    NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay, NewScheduleEvent, PrunedJobs,
+    ReplayedJob, ScheduleRow, Store, StoreResult, StoreTx, StuckQuery, TimerRow, TokenRow,
+    WinningResult, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
@@ -109,41 +109,60 @@ impl PgStore {
         }
     }
 
-    /// Connects to `url` with a pool of at most `max_connections`. A connection that sat
-    /// idle for [`PING_AFTER_IDLE`] or more is checked (and replaced if the server hung
-    /// up) before it is handed out; one in steady use is handed out as it is.
+    /// Connects to `url` with a pool of at most `max_connections` and the other
+    /// [`ConnectSettings`] at their defaults; see [`PgStore::connect_with`].
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+        Self::connect_with(url, &ConnectSettings::with_max_connections(max_connections)).await
+    }
+
+    /// Connects to `url` with a pool of at most `settings.max_connections`. A connection
+    /// that sat idle for [`PING_AFTER_IDLE`] or more is checked (and replaced if the
+    /// server hung up) before it is handed out; one in steady use is handed out as it is.
     ///
-    /// Its connections run with `jit = off`: the engine's statements touch a few rows each,
-    /// but a lookup over an array of keys is estimated at a thousand rows (the planner's
-    /// guess for `generate_subscripts`), which can pass `jit_above_cost` and spend 20–30 ms
-    /// compiling a statement that runs in 0.1 ms (seen on replays).
+    /// Every pooled connection runs with `statement_timeout` and
+    /// `idle_in_transaction_session_timeout` as `settings` say (see [`connect_options`]),
+    /// so no statement and no open transaction holds the database for longer; a statement
+    /// cut short answers [`StoreError::is_unavailable`]. Migrations and retention lift the
+    /// statement timeout for themselves (they are not on any request's path).
+    ///
+    /// Its connections also run with `jit = off`: the engine's statements touch a few rows
+    /// each, but a lookup over an array of keys is estimated at a thousand rows (the
+    /// planner's guess for `generate_subscripts`), which can pass `jit_above_cost` and
+    /// spend 20–30 ms compiling a statement that runs in 0.1 ms (seen on replays).
     ///
     /// The pool never asks for more connections than the server has room for when it
     /// starts: a pool larger than that would, under load, keep retrying refused connections
     /// (`too many clients`) until its acquire timeout and answer `unavailable`, although
     /// the connections it has could serve every request in turn. A larger request is
-    /// lowered to the room left (with a warning); see [`connection_room`].
-    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
-        let options = PgConnectOptions::from_str(url)?.options([("jit", "off")]);
+    /// lowered to the room left (with a warning; see [`connection_room`]), but never below
+    /// [`MIN_POOL_CONNECTIONS`] (or the size asked for, if that is smaller): when the
+    /// server has no room for that minimum, connecting fails with
+    /// [`StoreError::PoolTooSmall`], which says the room, the minimum and what to do.
+    pub async fn connect_with(url: &str, settings: &ConnectSettings) -> StoreResult<Self> {
+        let options = connect_options(url, settings)?;
+        let requested = settings.max_connections.max(1);
+        let minimum = requested.min(MIN_POOL_CONNECTIONS);
         let max_connections = {
             use sqlx::Connection;
             let mut probe = sqlx::PgConnection::connect_with(&options).await?;
             let room = connection_room(&mut probe).await;
             probe.close().await.ok();
             match room {
-                Ok(room) if room < max_connections => {
-                    let lowered = room.max(1);
+                Ok(room) if room < minimum => {
+                    return Err(StoreError::PoolTooSmall { room, minimum });
+                }
+                Ok(room) if room < requested => {
                     tracing::warn!(
-                        requested = max_connections,
-                        pool = lowered,
+                        requested,
+                        pool = room,
                         "the database server has room for fewer connections than requested; the pool is lowered to fit"
                     );
-                    lowered
+                    room
                 }
-                Ok(_) => max_connections,
+                Ok(_) => requested,
                 Err(e) => {
                     tracing::debug!(error = %e, "could not read the server's connection limit; the pool keeps its size");
-                    max_connections
+                    requested
                 }
             }
         };
@@ -170,6 +189,56 @@ impl PgStore {
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+}
+
+/// The fewest connections an engine's pool works with when it serves: one held for good
+/// by the LISTEN relay (long-poll wake-ups), two for a worker's poll cycle (on PostgreSQL
+/// the claim runs beside the completions, on a connection of its own), and one each for
+/// the background loops that run beside requests: the lease reaper, the scheduler and
+/// retention. A pool lowered to the server's room at start-up never goes below it.
+pub const MIN_POOL_CONNECTIONS: u32 = 6;
+
+/// The options of the engine's pooled connections to `url`: `jit = off`,
+/// `statement_timeout` and `idle_in_transaction_session_timeout` from `settings`, in
+/// milliseconds (zero turns a timeout off, as in PostgreSQL; a nonzero duration under a
+/// millisecond counts as one). They are sent at connection start-up, so they hold for every
+/// connection the pool ever opens, including those it opens again after the server
+/// restarted.
+pub fn connect_options(url: &str, settings: &ConnectSettings) -> StoreResult<PgConnectOptions> {
+    let millis = |d: std::time::Duration| -> String {
+        if d.is_zero() {
+            "0".to_owned()
+        } else {
+            d.as_millis().clamp(1, i32::MAX as u128).to_string()
+        }
+    };
+    Ok(PgConnectOptions::from_str(url)?.options([
+        ("jit", "off".to_owned()),
+        ("statement_timeout", millis(settings.statement_timeout)),
+        (
+            "idle_in_transaction_session_timeout",
+            millis(settings.idle_in_transaction_timeout),
+        ),
+    ]))
+}
+
+/// How a transaction begins that must not be cut by `statement_timeout`: retention's
+/// batches, which are bounded (at most `PRUNE_BATCH` jobs) and paced, but whose scan for
+/// prunable jobs may be long over a large history of unfinished ones, and which would
+/// otherwise fail at the same place every pass and never progress.
+/// `idle_in_transaction_session_timeout` still ends one whose engine stalled.
+const BEGIN_UNTIMED_SQL: &str = "BEGIN; SET LOCAL statement_timeout = 0";
+
+/// Lifts the timeouts of `conn` for good, then migrates through it.
+async fn migrate_untimed(conn: &mut sqlx::PgConnection) -> StoreResult<()> {
+    sqlx::query(
+        "SELECT set_config('statement_timeout', '0', false),
+                set_config('idle_in_transaction_session_timeout', '0', false)",
+    )
+    .execute(&mut *conn)
+    .await?;
+    MIGRATOR.run_direct(conn).await?;
+    Ok(())
 }
 
 /// How many more connections the server behind `conn` admits for this role now: its
@@ -616,9 +685,15 @@ impl Store for PgStore {
         Ok(answers)
     }
 
+    /// Runs the migrations on a connection of their own, without the pool's timeouts: a
+    /// migration may rewrite a large table, and waits for another engine's migration
+    /// lock. The connection is closed afterwards, so the pool never hands out a session
+    /// without its limits.
     async fn migrate(&self) -> StoreResult<()> {
-        MIGRATOR.run(&self.pool).await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?.detach();
+        let migrated = migrate_untimed(&mut conn).await;
+        sqlx::Connection::close(conn).await.ok();
+        migrated
     }
 
     async fn ping(&self) -> StoreResult<()> {
@@ -895,6 +970,7 @@ impl Store for PgStore {
         retention: std::time::Duration,
         limit: i64,
     ) -> StoreResult<u64> {
+        let mut tx = self.pool.begin_with(BEGIN_UNTIMED_SQL).await?;
         let deleted = sqlx::query(
             // Retention: only events older than the retention, oldest first (schedule_events_by_time).
             "DELETE FROM schedule_events WHERE ctid = ANY (ARRAY(
@@ -902,8 +978,9 @@ impl Store for PgStore {
         )
         .bind(retention.as_secs_f64())
         .bind(limit)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(deleted.rows_affected())
     }
 
@@ -913,7 +990,7 @@ impl Store for PgStore {
         limit: i64,
         after: Option<Uuid>,
     ) -> StoreResult<PrunedJobs> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with(BEGIN_UNTIMED_SQL).await?;
         let doomed: Vec<(String, Uuid)> = sqlx::query_as(LOCK_PRUNABLE_JOBS_SQL)
             .bind(retention.as_secs_f64())
             .bind(limit)
