@@ -368,3 +368,45 @@ async fn a_server_without_room_for_the_pool_minimum_is_refused_with_the_reason()
     drop(held);
     drop(cluster);
 }
+
+/// Migrations may rewrite large tables and wait for another engine's migration lock: they
+/// run on a connection of their own without the pool's `statement_timeout`, however short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrations_are_not_cut_by_the_statement_timeout() {
+    let admin: sqlx::postgres::PgConnectOptions =
+        onceflow_tests::admin_url().parse().expect("admin URL");
+    let name = format!("onceflow_test_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect_with(&admin)
+        .await
+        .expect("connect to the admin database");
+    sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create an empty database");
+    let admin_url = onceflow_tests::admin_url();
+    let url = format!(
+        "{}/{name}",
+        &admin_url[..admin_url
+            .rfind('/')
+            .expect("the admin URL names a database")]
+    );
+    let migrated = async {
+        let engine = Engine::connect_with(
+            &url,
+            &ConnectSettings {
+                max_connections: 2,
+                statement_timeout: Duration::from_millis(1),
+                idle_in_transaction_timeout: Duration::from_millis(1),
+            },
+        )
+        .await
+        .expect("connect with a 1 ms statement timeout");
+        engine.migrate().await
+    }
+    .await;
+    sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut conn)
+        .await
+        .expect("drop the database");
+    migrated.expect("every migration applies under a 1 ms statement timeout");
+}
