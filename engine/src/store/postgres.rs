@@ -1230,34 +1230,56 @@ impl Store for PgStore {
         )
     }
 
+    /// Relays `NOTIFY onceflow_work` to `signal` until `shutdown`, on a connection of its
+    /// own (held for good, one of the pool's). When that connection is lost (a restart of
+    /// the server, a dropped session) it connects and `LISTEN`s again, waiting
+    /// [`LISTEN_RETRY`] between tries while the server is away, and wakes the pollers
+    /// each time: work may have been scheduled while nobody listened.
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
         if let Ok(mut local) = self.bell.local.lock() {
             local.push(signal.clone());
         }
+        let mut lost = false;
         while !shutdown.is_cancelled() {
-            let mut listener = match PgListener::connect_with(&self.pool).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot LISTEN for work; pollers fall back to re-checking");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
-                    }
-                }
+            let listening = async {
+                let mut listener = PgListener::connect_with(&self.pool).await?;
+                listener.listen(WORK_CHANNEL).await?;
+                Ok::<_, sqlx::Error>(listener)
             };
-            if let Err(e) = listener.listen(WORK_CHANNEL).await {
-                tracing::warn!(error = %e, "LISTEN failed; retrying");
-                continue;
+            let mut listener = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                listening = listening => match listening {
+                    Ok(listener) => listener,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot LISTEN for work; pollers fall back to re-checking until it can");
+                        lost = true;
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(LISTEN_RETRY) => continue,
+                        }
+                    }
+                },
+            };
+            if lost {
+                tracing::info!("LISTEN for work again");
+                // Work may have been scheduled while nobody listened.
+                signal.notify_waiters();
             }
             loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    received = listener.recv() => match received {
-                        Ok(_) => signal.notify_waiters(),
+                    received = listener.try_recv() => match received {
+                        Ok(Some(_)) => signal.notify_waiters(),
+                        // The connection was lost, and the listener connected and
+                        // LISTENed again at once (its `eager_reconnect`).
+                        Ok(None) => {
+                            tracing::info!("LISTEN connection lost and made again");
+                            signal.notify_waiters();
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
-                            // Work may have been scheduled while nobody listened.
                             signal.notify_waiters();
+                            lost = true;
                             break;
                         }
                     }
@@ -1266,6 +1288,9 @@ impl Store for PgStore {
         }
     }
 }
+
+/// How long the LISTEN relay waits before it tries again to connect and `LISTEN`.
+const LISTEN_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How every engine transaction begins (one round trip, as a plain `BEGIN`). Each of its
 /// statements reaches rows by index probes, index ranges or the ctids of rows it locked
