@@ -34,6 +34,47 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/pos
 pub struct PgStore {
     pool: PgPool,
     bell: Arc<WorkBell>,
+    losses: Arc<Losses>,
+}
+
+/// When this engine last saw the server drop one of its connections (the LISTEN relay's,
+/// which is always reading and so notices a restart at once, or one that failed its
+/// check before use). A server that drops one connection has usually dropped them all
+/// (a restart, a failover, a proxy that went away): from then on, a pooled connection
+/// that went idle before that moment is checked before it is handed out, as one idle for
+/// [`PING_AFTER_IDLE`] is, so that no request is given a connection the server already
+/// closed. Connections used since were checked when they were given back to the pool.
+#[derive(Debug)]
+struct Losses {
+    since: std::time::Instant,
+    /// Microseconds from `since` to the latest loss, plus one; 0 for none yet.
+    latest: std::sync::atomic::AtomicU64,
+}
+
+impl Losses {
+    fn new() -> Arc<Self> {
+        Arc::new(Losses {
+            since: std::time::Instant::now(),
+            latest: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// Records that the server dropped a connection now.
+    fn mark(&self) {
+        let at = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1;
+        self.latest.fetch_max(at, Ordering::AcqRel);
+    }
+
+    /// Whether a connection idle for `idle_for` went idle at or before the latest loss.
+    fn idle_since_a_loss(&self, idle_for: std::time::Duration) -> bool {
+        let latest = self.latest.load(Ordering::Acquire);
+        if latest == 0 {
+            return false;
+        }
+        let now = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1;
+        let idle = u64::try_from(idle_for.as_micros()).unwrap_or(u64::MAX);
+        now.saturating_sub(idle) <= latest
+    }
 }
 
 /// The least time between two `NOTIFY`s of one engine.
@@ -103,9 +144,14 @@ pub const PING_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(
 impl PgStore {
     /// Wraps an existing pool.
     pub fn new(pool: PgPool) -> Self {
+        Self::with_losses(pool, Losses::new())
+    }
+
+    fn with_losses(pool: PgPool, losses: Arc<Losses>) -> Self {
         PgStore {
             bell: WorkBell::new(pool.clone()),
             pool,
+            losses,
         }
     }
 
@@ -166,23 +212,29 @@ impl PgStore {
                 }
             }
         };
+        let losses = Losses::new();
+        let seen = losses.clone();
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(std::time::Duration::from_secs(10))
             // The default pings every connection on every acquire: a round trip before
             // each statement or transaction of the hot path.
             .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
+            .before_acquire(move |conn, meta| {
+                let losses = seen.clone();
                 Box::pin(async move {
-                    if meta.idle_for >= PING_AFTER_IDLE {
-                        sqlx::Connection::ping(conn).await?;
+                    if meta.idle_for >= PING_AFTER_IDLE || losses.idle_since_a_loss(meta.idle_for) {
+                        if let Err(e) = sqlx::Connection::ping(conn).await {
+                            losses.mark();
+                            return Err(e);
+                        }
                     }
                     Ok(true)
                 })
             })
             .connect_with(options)
             .await?;
-        Ok(PgStore::new(pool))
+        Ok(PgStore::with_losses(pool, losses))
     }
 
     /// The underlying pool.
@@ -1232,9 +1284,11 @@ impl Store for PgStore {
 
     /// Relays `NOTIFY onceflow_work` to `signal` until `shutdown`, on a connection of its
     /// own (held for good, one of the pool's). When that connection is lost (a restart of
-    /// the server, a dropped session) it connects and `LISTEN`s again, waiting
-    /// [`LISTEN_RETRY`] between tries while the server is away, and wakes the pollers
-    /// each time: work may have been scheduled while nobody listened.
+    /// the server, a dropped session) it marks the loss at once, so that the pool checks
+    /// every connection that went idle before it ([`Losses`]), then connects and
+    /// `LISTEN`s again, waiting [`LISTEN_RETRY`] between tries while the server is away,
+    /// and wakes the pollers once it listens: work may have been scheduled while nobody
+    /// listened.
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
         if let Ok(mut local) = self.bell.local.lock() {
             local.push(signal.clone());
@@ -1243,6 +1297,9 @@ impl Store for PgStore {
         while !shutdown.is_cancelled() {
             let listening = async {
                 let mut listener = PgListener::connect_with(&self.pool).await?;
+                // A lost connection is answered at once (and marked), not after the
+                // server is back.
+                listener.eager_reconnect(false);
                 listener.listen(WORK_CHANNEL).await?;
                 Ok::<_, sqlx::Error>(listener)
             };
@@ -1270,14 +1327,17 @@ impl Store for PgStore {
                     _ = shutdown.cancelled() => return,
                     received = listener.try_recv() => match received {
                         Ok(Some(_)) => signal.notify_waiters(),
-                        // The connection was lost, and the listener connected and
-                        // LISTENed again at once (its `eager_reconnect`).
+                        // The server closed the connection (a restart, say).
                         Ok(None) => {
-                            tracing::info!("LISTEN connection lost and made again");
+                            tracing::warn!("LISTEN connection lost; reconnecting");
+                            self.losses.mark();
                             signal.notify_waiters();
+                            lost = true;
+                            break;
                         }
                         Err(e) => {
                             tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                            self.losses.mark();
                             signal.notify_waiters();
                             lost = true;
                             break;

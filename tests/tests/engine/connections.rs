@@ -410,3 +410,89 @@ async fn migrations_are_not_cut_by_the_statement_timeout() {
         .expect("drop the database");
     migrated.expect("every migration applies under a 1 ms statement timeout");
 }
+
+/// When the server restarts, the engine's LISTEN relay, which is always reading, sees its
+/// connection go at once: from then on no call is handed a pooled connection the server
+/// closed, however recently it was used (one idle for [`PING_AFTER_IDLE`] or more is
+/// checked anyway). Calls made once the server is back all succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_the_server_restarted_no_call_is_handed_a_connection_it_closed() {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(|| {
+            let cluster = PrivateCluster::start(&[], &[]);
+            cluster.create_database("onceflow");
+            cluster
+        })
+        .await
+        .expect("start a private cluster"),
+    );
+    let url = cluster.url("onceflow");
+    let store = PgStore::connect(&url, 8)
+        .await
+        .expect("connect the engine's pool");
+    let engine = Engine::new(Arc::new(store.clone()));
+    engine.migrate().await.expect("migrate");
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let relay = {
+        let (engine, shutdown) = (engine.clone(), shutdown.clone());
+        tokio::spawn(async move { engine.listen_for_work(shutdown).await })
+    };
+    let check = sqlx::PgPool::connect(&url).await.expect("the test's pool");
+    let listening = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND state = 'idle'",
+        )
+        .fetch_one(&check)
+        .await
+        .map(|n| n == 1)
+        .unwrap_or(false)
+    };
+    wait_for("the relay to LISTEN", Duration::from_secs(10), listening).await;
+    let job = engine
+        .submit(ALICE, "before", &llm_job(json!({}), quick_options()))
+        .await
+        .expect("submitted")
+        .job;
+    // Every pooled connection but the relay's in use at once, and idle again.
+    let held = futures::future::join_all((0..7).map(|_| store.begin())).await;
+    for tx in held {
+        // Dropped: rolled back, its connection back in the pool.
+        drop(tx.expect("a transaction on a connection of its own"));
+    }
+    let used = std::time::Instant::now();
+    let restarter = cluster.clone();
+    tokio::task::spawn_blocking(move || restarter.restart_fast())
+        .await
+        .expect("restart -m fast");
+    if used.elapsed() >= PING_AFTER_IDLE {
+        // Every pooled connection is checked before use anyway: nothing to see here.
+        eprintln!(
+            "the restart took {:?}, longer than PING_AFTER_IDLE: the rule was not exercised",
+            used.elapsed()
+        );
+    }
+    let alice = onceflow_tests::owner(ALICE);
+    // At once, as many reads as there are pooled connections: none meets one the restart
+    // closed.
+    let reads = futures::future::join_all((0..7).map(|_| engine.job(&alice, job.id))).await;
+    for (i, read) in reads.into_iter().enumerate() {
+        read.unwrap_or_else(|e| panic!("read {i} once the server was back: {e}"));
+    }
+    engine
+        .submit(ALICE, "after", &llm_job(json!({}), quick_options()))
+        .await
+        .expect("a submission once the server was back");
+    wait_for(
+        "the relay to LISTEN again",
+        Duration::from_secs(10),
+        listening,
+    )
+    .await;
+    shutdown.cancel();
+    relay.await.expect("the relay stops");
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM jobs")
+        .fetch_one(&check)
+        .await
+        .expect("count the jobs");
+    assert_eq!(jobs, 2);
+}
