@@ -249,6 +249,11 @@ async fn readyz(url: &str) -> u16 {
     }
 }
 
+/// The answers of both servers' `/readyz`, asked at once.
+async fn both_readyz(urls: &[String; 2]) -> (u16, u16) {
+    tokio::join!(readyz(&urls[0]), readyz(&urls[1]))
+}
+
 /// How many jobs have succeeded; `None` while the database does not answer.
 async fn succeeded(check: &PgPool) -> Option<i64> {
     sqlx::query_scalar("SELECT count(*) FROM jobs WHERE status = 'succeeded'")
@@ -443,7 +448,7 @@ async fn a_database_restart_loses_no_acknowledged_job_and_duplicates_none() {
     wait_for(
         "both servers ready after the restart",
         Duration::from_secs(20),
-        || async { readyz(&urls[0]).await == 200 && readyz(&urls[1]).await == 200 },
+        || async { both_readyz(&urls).await == (200, 200) },
     )
     .await;
     let done_at_restart = match before {
@@ -468,7 +473,7 @@ async fn a_database_restart_loses_no_acknowledged_job_and_duplicates_none() {
     wait_for(
         "both servers to answer /readyz 503 while the database is down",
         Duration::from_secs(20),
-        || async { readyz(&urls[0]).await == 503 && readyz(&urls[1]).await == 503 },
+        || async { both_readyz(&urls).await == (503, 503) },
     )
     .await;
     let starting_at = Instant::now();
@@ -481,7 +486,7 @@ async fn a_database_restart_loses_no_acknowledged_job_and_duplicates_none() {
     wait_for(
         "both servers ready after the start",
         Duration::from_secs(20),
-        || async { readyz(&urls[0]).await == 200 && readyz(&urls[1]).await == 200 },
+        || async { both_readyz(&urls).await == (200, 200) },
     )
     .await;
     let done_at_start = succeeded(&check).await.unwrap_or(0);
