@@ -496,3 +496,32 @@ async fn once_the_server_restarted_no_call_is_handed_a_connection_it_closed() {
         .expect("count the jobs");
     assert_eq!(jobs, 2);
 }
+
+/// `onceflow serve` refuses a pool smaller than the engine's working minimum before it
+/// connects, naming the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_a_pool_below_the_working_minimum() {
+    let below = (MIN_POOL_CONNECTIONS - 1).to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(onceflow_binary())
+            .args([
+                "serve",
+                "--database-url",
+                "postgres://nobody@127.0.0.1:1/none",
+                "--bind",
+                "127.0.0.1:0",
+                "--max-connections",
+                &below,
+            ])
+            .output()
+            .expect("run onceflow serve")
+    })
+    .await
+    .expect("onceflow serve ran");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("--max-connections"),
+        "a pool of {} is refused by name: {stderr}",
+        MIN_POOL_CONNECTIONS - 1
+    );
+}
