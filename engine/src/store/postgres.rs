@@ -1285,8 +1285,8 @@ impl Store for PgStore {
     /// Relays `NOTIFY onceflow_work` to `signal` until `shutdown`, on a connection of its
     /// own (held for good, one of the pool's). When that connection is lost (a restart of
     /// the server, a dropped session) it marks the loss at once, so that the pool checks
-    /// every connection that went idle before it ([`Losses`]), then connects and
-    /// `LISTEN`s again, waiting [`LISTEN_RETRY`] between tries while the server is away,
+    /// every connection that went idle before it (`Losses`), then connects and
+    /// `LISTEN`s again, waiting `LISTEN_RETRY` (500 ms) between tries while the server is away,
     /// and wakes the pollers once it listens: work may have been scheduled while nobody
     /// listened.
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
