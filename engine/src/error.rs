@@ -29,9 +29,9 @@ pub enum StoreError {
     /// needs to work (see [`crate::store::postgres::MIN_POOL_CONNECTIONS`]): the engine
     /// refuses to start rather than run on a pool too small to serve.
     #[error(
-        "the database server has room for only {room} more connection(s), and this engine needs at least {minimum} \
-         (one for its LISTEN relay, two for a worker's poll cycle, one each for the reaper, the scheduler and retention): \
-         raise the server's max_connections, or close sessions that hold its slots (other engines, idle clients), then start again"
+        "the database server has room for only {room} more connection(s), and this engine needs at least {minimum}{}: \
+         raise the server's max_connections, or close sessions that hold its slots (other engines, idle clients), then start again",
+        why_minimum(*.minimum)
     )]
     PoolTooSmall {
         /// Connections the server admitted for this role when the engine started.
@@ -39,6 +39,16 @@ pub enum StoreError {
         /// The fewest the engine works with.
         minimum: u32,
     },
+}
+
+/// What the pool minimum is made of, when it is the engine's own (not a smaller pool the
+/// caller asked for).
+fn why_minimum(minimum: u32) -> &'static str {
+    if minimum == crate::store::postgres::MIN_POOL_CONNECTIONS {
+        " (one for its LISTEN relay, two for a worker's poll cycle, one each for the reaper, the scheduler and retention)"
+    } else {
+        ""
+    }
 }
 
 impl StoreError {

@@ -353,6 +353,7 @@ async fn a_server_without_room_for_the_pool_minimum_is_refused_with_the_reason()
     .await
     .expect("onceflow serve ran");
     let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("onceflow serve said: {stderr}");
     assert!(!out.status.success(), "serve exited {:?}", out.status);
     assert!(
         stderr.contains("room for only 4") && stderr.contains("max_connections"),
