@@ -612,8 +612,9 @@ async fn a_database_restart_loses_no_acknowledged_job_and_duplicates_none() {
             .map(|(_, sent, answered, _)| *answered - *sent)
             .max()
             .unwrap_or_default();
+        // It pings with a 2 s limit: never a hang, whatever state the pool is in.
         assert!(
-            slowest < Duration::from_secs(5),
+            slowest < Duration::from_secs(8),
             "server {s} /readyz took {slowest:?}"
         );
         let during_restart = seen
