@@ -281,18 +281,6 @@ pub fn connect_options(url: &str, settings: &ConnectSettings) -> StoreResult<PgC
 /// `idle_in_transaction_session_timeout` still ends one whose engine stalled.
 const BEGIN_UNTIMED_SQL: &str = "BEGIN; SET LOCAL statement_timeout = 0";
 
-/// Lifts the timeouts of `conn` for good, then migrates through it.
-async fn migrate_untimed(conn: &mut sqlx::PgConnection) -> StoreResult<()> {
-    sqlx::query(
-        "SELECT set_config('statement_timeout', '0', false),
-                set_config('idle_in_transaction_session_timeout', '0', false)",
-    )
-    .execute(&mut *conn)
-    .await?;
-    MIGRATOR.run_direct(conn).await?;
-    Ok(())
-}
-
 /// How many more connections the server behind `conn` admits for this role now: its
 /// `max_connections`, less the slots reserved for superusers (unless the role is one),
 /// and (PostgreSQL 16 on) for `pg_use_reserved_connections`, less the sessions already open, counting `conn` as free (it is about to close).
@@ -737,15 +725,20 @@ impl Store for PgStore {
         Ok(answers)
     }
 
-    /// Runs the migrations on a connection of their own, without the pool's timeouts: a
+    /// Runs the migrations on a connection of their own, opened with the pool's options
+    /// but without its timeouts (later startup options win over earlier ones): a
     /// migration may rewrite a large table, and waits for another engine's migration
-    /// lock. The connection is closed afterwards, so the pool never hands out a session
-    /// without its limits.
+    /// lock. The connection is closed afterwards; it never joins the pool.
     async fn migrate(&self) -> StoreResult<()> {
-        let mut conn = self.pool.acquire().await?.detach();
-        let migrated = migrate_untimed(&mut conn).await;
-        sqlx::Connection::close(conn).await.ok();
-        migrated
+        use sqlx::Connection;
+        let options = (*self.pool.connect_options()).clone().options([
+            ("statement_timeout", "0"),
+            ("idle_in_transaction_session_timeout", "0"),
+        ]);
+        let mut conn = sqlx::PgConnection::connect_with(&options).await?;
+        let migrated = MIGRATOR.run_direct(&mut conn).await;
+        conn.close().await.ok();
+        Ok(migrated?)
     }
 
     async fn ping(&self) -> StoreResult<()> {

@@ -280,6 +280,28 @@ async fn a_transaction_left_idle_past_its_timeout_is_ended_and_answers_unavailab
     assert_eq!(error.code(), "unavailable", "{error:?}");
 }
 
+/// Waits until the server counts `sessions` client sessions (those that closed have
+/// exited, the ones opened have started), as seen from `conn`.
+async fn settle_sessions(conn: &mut sqlx::PgConnection, sessions: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'",
+        )
+        .fetch_one(&mut *conn)
+        .await
+        .expect("count the sessions");
+        if now == sessions {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server still counts {now} sessions, not {sessions}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A pool lowered to the server's room never goes below the engine's working minimum:
 /// with less room than that, connecting (and `onceflow serve`) fails and says the room,
 /// the minimum and what to do, instead of running on a pool too small to serve.
@@ -302,6 +324,7 @@ async fn a_server_without_room_for_the_pool_minimum_is_refused_with_the_reason()
                 .expect("a session of another client"),
         );
     }
+    settle_sessions(&mut held[0], 6).await;
     let refused = PgStore::connect(&url, 20).await;
     let message = match refused {
         Ok(store) => panic!(
@@ -361,7 +384,10 @@ async fn a_server_without_room_for_the_pool_minimum_is_refused_with_the_reason()
     );
 
     // With room for the minimum (but not the 20 asked for), the pool is lowered to fit.
-    held.truncate(2);
+    for conn in held.split_off(2) {
+        conn.close().await.expect("close a session");
+    }
+    settle_sessions(&mut held[0], 2).await;
     let store = PgStore::connect(&url, 20)
         .await
         .expect("room for 8 is enough");
