@@ -25,6 +25,30 @@ pub enum StoreError {
     /// new job.
     #[error("the job holding the idempotency key was pruned meanwhile")]
     KeyReleased,
+    /// At start-up, the PostgreSQL server had room for fewer connections than the engine
+    /// needs to work (see [`crate::store::postgres::MIN_POOL_CONNECTIONS`]): the engine
+    /// refuses to start rather than run on a pool too small to serve.
+    #[error(
+        "the database server has room for only {room} more connection(s), and this engine needs at least {minimum}{}: \
+         raise the server's max_connections, or close sessions that hold its slots (other engines, idle clients), then start again",
+        why_minimum(*.minimum)
+    )]
+    PoolTooSmall {
+        /// Connections the server admitted for this role when the engine started.
+        room: u32,
+        /// The fewest the engine works with.
+        minimum: u32,
+    },
+}
+
+/// What the pool minimum is made of, when it is the engine's own (not a smaller pool the
+/// caller asked for).
+fn why_minimum(minimum: u32) -> &'static str {
+    if minimum == crate::store::postgres::MIN_POOL_CONNECTIONS {
+        " (one for its LISTEN relay, two for a worker's poll cycle, one each for the reaper, the scheduler and retention)"
+    } else {
+        ""
+    }
 }
 
 impl StoreError {
@@ -38,6 +62,41 @@ impl StoreError {
             }
             _ => false,
         }
+    }
+
+    /// Whether the database is away or refused to go on, rather than the request being
+    /// wrong or the engine broken: it could not be reached, a connection was lost or ended
+    /// by the server (a restart, `pg_terminate_backend`), the server is starting or
+    /// shutting down, it has no connection slot left, or a statement was cancelled by
+    /// `statement_timeout` (SQLSTATE 57014) or its session ended by
+    /// `idle_in_transaction_session_timeout` (25P03). Such errors answer `503
+    /// unavailable`; trying again later may succeed.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::PoolTooSmall { .. } => true,
+            StoreError::Database(e) => sqlx_unavailable(e),
+            StoreError::Migrate(sqlx::migrate::MigrateError::Execute(e)) => sqlx_unavailable(e),
+            _ => false,
+        }
+    }
+}
+
+fn sqlx_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            // Class 08: connection exception. 57014: query_canceled (statement_timeout).
+            // 57P01-57P05: admin_shutdown, crash_shutdown, cannot_connect_now,
+            // database_dropped, idle_session_timeout. 25P03:
+            // idle_in_transaction_session_timeout. 53300: too_many_connections.
+            code.starts_with("08")
+                || code.starts_with("57P")
+                || matches!(&*code, "57014" | "25P03" | "53300")
+        }),
+        _ => false,
     }
 }
 
@@ -199,10 +258,10 @@ impl EngineError {
 
 impl From<StoreError> for EngineError {
     fn from(err: StoreError) -> Self {
+        if err.is_unavailable() {
+            return EngineError::Unavailable(err);
+        }
         match &err {
-            StoreError::Database(
-                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_),
-            ) => EngineError::Unavailable(err),
             // The engine refuses what a store cannot hold before it gets there (`text`,
             // request validation); should a value slip through, the client's input is
             // refused, never answered as the server's bug.

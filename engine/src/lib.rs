@@ -36,3 +36,4 @@ pub use domain::{
 };
 pub use error::{EngineError, StoreError};
 pub use request::{JobRequest, JobTarget};
+pub use store::ConnectSettings;

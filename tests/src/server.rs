@@ -325,7 +325,7 @@ impl ServerProcess {
             .args(extra)
             .envs(env.iter().copied())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(server_log(port))
             .spawn()
             .expect("spawn onceflow serve");
         let api = Api::new(format!("http://127.0.0.1:{port}"));
@@ -366,6 +366,11 @@ impl ServerProcess {
         self.child.id()
     }
 
+    /// Whether the process is still running (it has not exited).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Sends a signal (e.g. `libc::SIGKILL`, `libc::SIGTERM`).
     pub fn signal(&self, signal: i32) {
         // SAFETY: kill(2) with a pid we spawned and still own; no memory is touched.
@@ -386,6 +391,39 @@ impl Drop for ServerProcess {
     }
 }
 
+/// Where a server process's stderr goes: nowhere, unless `ONCEFLOW_TEST_SERVER_LOGS`
+/// names a directory, where it goes to `serve-{port}.log` (to read what a server said
+/// during a failing test).
+fn server_log(port: u16) -> Stdio {
+    let Some(dir) = std::env::var_os("ONCEFLOW_TEST_SERVER_LOGS") else {
+        return Stdio::null();
+    };
+    let path = PathBuf::from(dir).join(format!("serve-{port}.log"));
+    match std::fs::File::create(&path) {
+        Ok(file) => Stdio::from(file),
+        Err(e) => {
+            eprintln!("cannot write {}: {e}", path.display());
+            Stdio::null()
+        }
+    }
+}
+
+/// Where a child test's stderr goes: nowhere, unless `ONCEFLOW_TEST_SERVER_LOGS` names a
+/// directory, where it goes to `{test name}.log`.
+fn child_log(test_name: &str) -> Stdio {
+    let Some(dir) = std::env::var_os("ONCEFLOW_TEST_SERVER_LOGS") else {
+        return Stdio::null();
+    };
+    let path = PathBuf::from(dir).join(format!("{}.log", test_name.replace("::", "-")));
+    match std::fs::File::create(&path) {
+        Ok(file) => Stdio::from(file),
+        Err(e) => {
+            eprintln!("cannot write {}: {e}", path.display());
+            Stdio::null()
+        }
+    }
+}
+
 /// Re-runs this test binary as a child process running only the ignored test `test_name`
 /// (a worker process, say), with `ONCEFLOW_CHILD_URL` and `ONCEFLOW_CHILD_TOKEN` set, so
 /// that a test can kill a real process.
@@ -395,7 +433,7 @@ pub fn spawn_child_test(test_name: &str, url: &str, token: &str) -> Child {
         .env("ONCEFLOW_CHILD_URL", url)
         .env("ONCEFLOW_CHILD_TOKEN", token)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(child_log(test_name))
         .spawn()
         .expect("spawn the child test process")
 }

@@ -10,6 +10,7 @@ mod http {
     mod jobs;
     mod metrics;
     mod process;
+    mod restart;
     mod schedules;
     mod service;
     mod story;

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::http::ServerConfig;
 use crate::model::Role;
-use crate::Engine;
+use crate::{ConnectSettings, Engine};
 
 /// onceflow: a durable workflow engine whose first promise is one job per intent.
 ///
@@ -102,9 +102,22 @@ struct ServeArgs {
     /// Longest a request (other than a long-poll) may take.
     #[arg(long, default_value_t = 30_000)]
     request_timeout_ms: u64,
-    /// Database connections in the pool.
-    #[arg(long, default_value_t = 20)]
+    /// Database connections in the pool (at least 6 on PostgreSQL: the LISTEN relay, a
+    /// worker's poll cycle, the reaper, the scheduler and retention each need theirs). If
+    /// the server has room for fewer it is lowered to fit, never below 6: with less room
+    /// than that, `serve` exits with a message saying so.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(i64::from(crate::store::postgres::MIN_POOL_CONNECTIONS)..))]
     max_connections: u32,
+    /// PostgreSQL `statement_timeout` of every pooled connection, in milliseconds (0: none).
+    /// A statement that runs longer is cancelled and its request answers 503 `unavailable`.
+    /// Migrations and retention run without it.
+    #[arg(long, default_value_t = 30_000)]
+    statement_timeout_ms: u64,
+    /// PostgreSQL `idle_in_transaction_session_timeout` of every pooled connection, in
+    /// milliseconds (0: none): a session holding a transaction open without a statement
+    /// this long is ended by the server, its transaction rolled back and its locks released.
+    #[arg(long, default_value_t = 60_000)]
+    idle_in_transaction_timeout_ms: u64,
     /// Delete finished jobs this long after they finished (e.g. `30d`, `12h`), with their
     /// activities, attempts and events; their idempotency keys are free again afterwards.
     /// Without it, jobs are kept for ever.
@@ -246,11 +259,22 @@ fn database_url(args: &DatabaseArgs) -> Result<String, String> {
 }
 
 async fn connect(args: &DatabaseArgs, max_connections: u32) -> Result<Engine, String> {
+    connect_with(
+        args,
+        &ConnectSettings::with_max_connections(max_connections),
+    )
+    .await
+}
+
+async fn connect_with(args: &DatabaseArgs, settings: &ConnectSettings) -> Result<Engine, String> {
     let url = database_url(args)?;
-    Engine::connect(&url, max_connections)
+    Engine::connect_with(&url, settings)
         .await
         .map_err(|e| match e {
             crate::EngineError::InvalidRequest(message) => message,
+            crate::EngineError::Unavailable(source) => {
+                format!("cannot connect to the database: {source}")
+            }
             other => format!("cannot connect to the database: {other:?}"),
         })
 }
@@ -324,7 +348,12 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    let engine = connect(&args.database, args.max_connections).await?;
+    let settings = ConnectSettings {
+        max_connections: args.max_connections,
+        statement_timeout: Duration::from_millis(args.statement_timeout_ms),
+        idle_in_transaction_timeout: Duration::from_millis(args.idle_in_transaction_timeout_ms),
+    };
+    let engine = connect_with(&args.database, &settings).await?;
     if !args.no_migrate {
         engine
             .migrate()

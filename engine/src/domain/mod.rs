@@ -38,7 +38,7 @@ use uuid::Uuid;
 
 use crate::error::{EngineError, StoreError};
 use crate::model::Scope;
-use crate::store::{NewEvent, Store, StoreTx};
+use crate::store::{ConnectSettings, NewEvent, Store, StoreTx};
 
 pub use commit::{Completion, CompletionBody};
 pub use dispatch::{ClaimRequest, HeartbeatAck};
@@ -240,10 +240,26 @@ impl Engine {
 
     /// Connects to the database at `url`: `postgres://…` selects PostgreSQL, `sqlite://PATH`
     /// SQLite (a relative or absolute path; the file and its directory are created when
-    /// missing).
+    /// missing). A pool of `max_connections`, every other setting at its default
+    /// ([`ConnectSettings::default`]); see [`Engine::connect_with`].
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, EngineError> {
+        Self::connect_with(url, &ConnectSettings::with_max_connections(max_connections)).await
+    }
+
+    /// Connects to the database at `url` as [`Engine::connect`] does, with `settings`: the
+    /// pool's size and, on PostgreSQL, the `statement_timeout` and
+    /// `idle_in_transaction_session_timeout` of every pooled connection (SQLite has
+    /// neither: a write waits for the one writer, a statement runs to its end).
+    ///
+    /// Fails with [`EngineError::Unavailable`] when the database cannot be reached, or
+    /// when the PostgreSQL server has no room for the pool's minimum (its source,
+    /// [`StoreError::PoolTooSmall`], says the room, the minimum and what to do).
+    pub async fn connect_with(url: &str, settings: &ConnectSettings) -> Result<Self, EngineError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Self::connect_postgres(url, max_connections).await;
+            let store = crate::store::postgres::PgStore::connect_with(url, settings)
+                .await
+                .map_err(EngineError::Unavailable)?;
+            return Ok(Engine::new(Arc::new(store)));
         }
         if let Some(path) = url
             .strip_prefix("sqlite://")
@@ -258,7 +274,7 @@ impl Engine {
                     EngineError::invalid_request(format!("cannot create {}: {e}", dir.display()))
                 })?;
             }
-            let store = crate::store::sqlite::SqliteStore::connect(url, max_connections)
+            let store = crate::store::sqlite::SqliteStore::connect(url, settings.max_connections)
                 .await
                 .map_err(EngineError::Unavailable)?;
             return Ok(Engine::new(Arc::new(store)));
@@ -268,7 +284,8 @@ impl Engine {
         )))
     }
 
-    /// Connects to PostgreSQL at `url` (pool of `max_connections`).
+    /// Connects to PostgreSQL at `url` (pool of `max_connections`, other settings at their
+    /// defaults).
     pub async fn connect_postgres(url: &str, max_connections: u32) -> Result<Self, EngineError> {
         let store = crate::store::postgres::PgStore::connect(url, max_connections)
             .await

@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ContractRecord,
-    JobQuery, JobRow, LeaseExtension, LeaseRenewal, LockedAttempt, NewActivity, NewActivityJob,
-    NewAttempt, NewCertification, NewEvent, NewJob, NewReplay, NewScheduleEvent, NextScheduleFire,
-    PrunedJobs, ReplayedJob, ScheduleRow, Store, StoreResult, StoreTx, StuckQuery, TimerRow,
-    TokenRow, WinningResult, WorkflowClaimFilter,
+    ActivityRow, AttemptLocation, AttemptRow, ClaimFilter, ClaimedAttempt, ConnectSettings,
+    ContractRecord, JobQuery, JobRow, LeaseExtension, LeaseRenewal, LockedAttempt, NewActivity,
+    NewActivityJob, NewAttempt, NewCertification, NewEvent, NewJob, NewReplay, NewScheduleEvent,
+    NextScheduleFire, PrunedJobs, ReplayedJob, ScheduleRow, Store, StoreResult, StoreTx,
+    StuckQuery, TimerRow, TokenRow, WinningResult, WorkflowClaimFilter,
 };
 use crate::error::StoreError;
 use crate::model::{
@@ -34,6 +34,47 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/pos
 pub struct PgStore {
     pool: PgPool,
     bell: Arc<WorkBell>,
+    losses: Arc<Losses>,
+}
+
+/// When this engine last saw the server drop one of its connections (the LISTEN relay's,
+/// which is always reading and so notices a restart at once, or one that failed its
+/// check before use). A server that drops one connection has usually dropped them all
+/// (a restart, a failover, a proxy that went away): from then on, a pooled connection
+/// that went idle before that moment is checked before it is handed out, as one idle for
+/// [`PING_AFTER_IDLE`] is, so that no request is given a connection the server already
+/// closed. Connections used since were checked when they were given back to the pool.
+#[derive(Debug)]
+struct Losses {
+    since: std::time::Instant,
+    /// Microseconds from `since` to the latest loss, plus one; 0 for none yet.
+    latest: std::sync::atomic::AtomicU64,
+}
+
+impl Losses {
+    fn new() -> Arc<Self> {
+        Arc::new(Losses {
+            since: std::time::Instant::now(),
+            latest: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// Records that the server dropped a connection now.
+    fn mark(&self) {
+        let at = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1;
+        self.latest.fetch_max(at, Ordering::AcqRel);
+    }
+
+    /// Whether a connection idle for `idle_for` went idle at or before the latest loss.
+    fn idle_since_a_loss(&self, idle_for: std::time::Duration) -> bool {
+        let latest = self.latest.load(Ordering::Acquire);
+        if latest == 0 {
+            return false;
+        }
+        let now = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1;
+        let idle = u64::try_from(idle_for.as_micros()).unwrap_or(u64::MAX);
+        now.saturating_sub(idle) <= latest
+    }
 }
 
 /// The least time between two `NOTIFY`s of one engine.
@@ -103,67 +144,97 @@ pub const PING_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(
 impl PgStore {
     /// Wraps an existing pool.
     pub fn new(pool: PgPool) -> Self {
+        Self::with_losses(pool, Losses::new())
+    }
+
+    fn with_losses(pool: PgPool, losses: Arc<Losses>) -> Self {
         PgStore {
             bell: WorkBell::new(pool.clone()),
             pool,
+            losses,
         }
     }
 
-    /// Connects to `url` with a pool of at most `max_connections`. A connection that sat
-    /// idle for [`PING_AFTER_IDLE`] or more is checked (and replaced if the server hung
-    /// up) before it is handed out; one in steady use is handed out as it is.
+    /// Connects to `url` with a pool of at most `max_connections` and the other
+    /// [`ConnectSettings`] at their defaults; see [`PgStore::connect_with`].
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+        Self::connect_with(url, &ConnectSettings::with_max_connections(max_connections)).await
+    }
+
+    /// Connects to `url` with a pool of at most `settings.max_connections`. A connection
+    /// that sat idle for [`PING_AFTER_IDLE`] or more is checked (and replaced if the
+    /// server hung up) before it is handed out; one in steady use is handed out as it is.
     ///
-    /// Its connections run with `jit = off`: the engine's statements touch a few rows each,
-    /// but a lookup over an array of keys is estimated at a thousand rows (the planner's
-    /// guess for `generate_subscripts`), which can pass `jit_above_cost` and spend 20–30 ms
-    /// compiling a statement that runs in 0.1 ms (seen on replays).
+    /// Every pooled connection runs with `statement_timeout` and
+    /// `idle_in_transaction_session_timeout` as `settings` say (see [`connect_options`]),
+    /// so no statement and no open transaction holds the database for longer; a statement
+    /// cut short answers [`StoreError::is_unavailable`]. Migrations and retention lift the
+    /// statement timeout for themselves (they are not on any request's path).
+    ///
+    /// Its connections also run with `jit = off`: the engine's statements touch a few rows
+    /// each, but a lookup over an array of keys is estimated at a thousand rows (the
+    /// planner's guess for `generate_subscripts`), which can pass `jit_above_cost` and
+    /// spend 20–30 ms compiling a statement that runs in 0.1 ms (seen on replays).
     ///
     /// The pool never asks for more connections than the server has room for when it
     /// starts: a pool larger than that would, under load, keep retrying refused connections
     /// (`too many clients`) until its acquire timeout and answer `unavailable`, although
     /// the connections it has could serve every request in turn. A larger request is
-    /// lowered to the room left (with a warning); see [`connection_room`].
-    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
-        let options = PgConnectOptions::from_str(url)?.options([("jit", "off")]);
+    /// lowered to the room left (with a warning; see [`connection_room`]), but never below
+    /// [`MIN_POOL_CONNECTIONS`] (or the size asked for, if that is smaller): when the
+    /// server has no room for that minimum, connecting fails with
+    /// [`StoreError::PoolTooSmall`], which says the room, the minimum and what to do.
+    pub async fn connect_with(url: &str, settings: &ConnectSettings) -> StoreResult<Self> {
+        let options = connect_options(url, settings)?;
+        let requested = settings.max_connections.max(1);
+        let minimum = requested.min(MIN_POOL_CONNECTIONS);
         let max_connections = {
             use sqlx::Connection;
             let mut probe = sqlx::PgConnection::connect_with(&options).await?;
             let room = connection_room(&mut probe).await;
             probe.close().await.ok();
             match room {
-                Ok(room) if room < max_connections => {
-                    let lowered = room.max(1);
+                Ok(room) if room < minimum => {
+                    return Err(StoreError::PoolTooSmall { room, minimum });
+                }
+                Ok(room) if room < requested => {
                     tracing::warn!(
-                        requested = max_connections,
-                        pool = lowered,
+                        requested,
+                        pool = room,
                         "the database server has room for fewer connections than requested; the pool is lowered to fit"
                     );
-                    lowered
+                    room
                 }
-                Ok(_) => max_connections,
+                Ok(_) => requested,
                 Err(e) => {
                     tracing::debug!(error = %e, "could not read the server's connection limit; the pool keeps its size");
-                    max_connections
+                    requested
                 }
             }
         };
+        let losses = Losses::new();
+        let seen = losses.clone();
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(std::time::Duration::from_secs(10))
             // The default pings every connection on every acquire: a round trip before
             // each statement or transaction of the hot path.
             .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
+            .before_acquire(move |conn, meta| {
+                let losses = seen.clone();
                 Box::pin(async move {
-                    if meta.idle_for >= PING_AFTER_IDLE {
-                        sqlx::Connection::ping(conn).await?;
+                    if meta.idle_for >= PING_AFTER_IDLE || losses.idle_since_a_loss(meta.idle_for) {
+                        if let Err(e) = sqlx::Connection::ping(conn).await {
+                            losses.mark();
+                            return Err(e);
+                        }
                     }
                     Ok(true)
                 })
             })
             .connect_with(options)
             .await?;
-        Ok(PgStore::new(pool))
+        Ok(PgStore::with_losses(pool, losses))
     }
 
     /// The underlying pool.
@@ -171,6 +242,44 @@ impl PgStore {
         &self.pool
     }
 }
+
+/// The fewest connections an engine's pool works with when it serves: one held for good
+/// by the LISTEN relay (long-poll wake-ups), two for a worker's poll cycle (on PostgreSQL
+/// the claim runs beside the completions, on a connection of its own), and one each for
+/// the background loops that run beside requests: the lease reaper, the scheduler and
+/// retention. A pool lowered to the server's room at start-up never goes below it.
+pub const MIN_POOL_CONNECTIONS: u32 = 6;
+
+/// The options of the engine's pooled connections to `url`: `jit = off`,
+/// `statement_timeout` and `idle_in_transaction_session_timeout` from `settings`, in
+/// milliseconds (zero turns a timeout off, as in PostgreSQL; a nonzero duration under a
+/// millisecond counts as one). They are sent at connection start-up, so they hold for every
+/// connection the pool ever opens, including those it opens again after the server
+/// restarted.
+pub fn connect_options(url: &str, settings: &ConnectSettings) -> StoreResult<PgConnectOptions> {
+    let millis = |d: std::time::Duration| -> String {
+        if d.is_zero() {
+            "0".to_owned()
+        } else {
+            d.as_millis().clamp(1, i32::MAX as u128).to_string()
+        }
+    };
+    Ok(PgConnectOptions::from_str(url)?.options([
+        ("jit", "off".to_owned()),
+        ("statement_timeout", millis(settings.statement_timeout)),
+        (
+            "idle_in_transaction_session_timeout",
+            millis(settings.idle_in_transaction_timeout),
+        ),
+    ]))
+}
+
+/// How a transaction begins that must not be cut by `statement_timeout`: retention's
+/// batches, which are bounded (at most `PRUNE_BATCH` jobs) and paced, but whose scan for
+/// prunable jobs may be long over a large history of unfinished ones, and which would
+/// otherwise fail at the same place every pass and never progress.
+/// `idle_in_transaction_session_timeout` still ends one whose engine stalled.
+const BEGIN_UNTIMED_SQL: &str = "BEGIN; SET LOCAL statement_timeout = 0";
 
 /// How many more connections the server behind `conn` admits for this role now: its
 /// `max_connections`, less the slots reserved for superusers (unless the role is one),
@@ -617,9 +726,20 @@ impl Store for PgStore {
         Ok(answers)
     }
 
+    /// Runs the migrations on a connection of their own, opened with the pool's options
+    /// but without its timeouts (later startup options win over earlier ones): a
+    /// migration may rewrite a large table, and waits for another engine's migration
+    /// lock. The connection is closed afterwards; it never joins the pool.
     async fn migrate(&self) -> StoreResult<()> {
-        MIGRATOR.run(&self.pool).await?;
-        Ok(())
+        use sqlx::Connection;
+        let options = (*self.pool.connect_options()).clone().options([
+            ("statement_timeout", "0"),
+            ("idle_in_transaction_session_timeout", "0"),
+        ]);
+        let mut conn = sqlx::PgConnection::connect_with(&options).await?;
+        let migrated = MIGRATOR.run_direct(&mut conn).await;
+        conn.close().await.ok();
+        Ok(migrated?)
     }
 
     async fn ping(&self) -> StoreResult<()> {
@@ -905,6 +1025,7 @@ impl Store for PgStore {
         retention: std::time::Duration,
         limit: i64,
     ) -> StoreResult<u64> {
+        let mut tx = self.pool.begin_with(BEGIN_UNTIMED_SQL).await?;
         let deleted = sqlx::query(
             // Retention: only events older than the retention, oldest first (schedule_events_by_time).
             "DELETE FROM schedule_events WHERE ctid = ANY (ARRAY(
@@ -912,8 +1033,9 @@ impl Store for PgStore {
         )
         .bind(retention.as_secs_f64())
         .bind(limit)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(deleted.rows_affected())
     }
 
@@ -923,7 +1045,7 @@ impl Store for PgStore {
         limit: i64,
         after: Option<Uuid>,
     ) -> StoreResult<PrunedJobs> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.pool.begin_with(BEGIN_UNTIMED_SQL).await?;
         let doomed: Vec<(String, Uuid)> = sqlx::query_as(LOCK_PRUNABLE_JOBS_SQL)
             .bind(retention.as_secs_f64())
             .bind(limit)
@@ -1179,34 +1301,64 @@ impl Store for PgStore {
         })
     }
 
+    /// Relays `NOTIFY onceflow_work` to `signal` until `shutdown`, on a connection of its
+    /// own (held for good, one of the pool's). When that connection is lost (a restart of
+    /// the server, a dropped session) it marks the loss at once, so that the pool checks
+    /// every connection that went idle before it (`Losses`), then connects and
+    /// `LISTEN`s again, waiting `LISTEN_RETRY` (500 ms) between tries while the server is away,
+    /// and wakes the pollers once it listens: work may have been scheduled while nobody
+    /// listened.
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
         if let Ok(mut local) = self.bell.local.lock() {
             local.push(signal.clone());
         }
+        let mut lost = false;
         while !shutdown.is_cancelled() {
-            let mut listener = match PgListener::connect_with(&self.pool).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot LISTEN for work; pollers fall back to re-checking");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
-                    }
-                }
+            let listening = async {
+                let mut listener = PgListener::connect_with(&self.pool).await?;
+                // A lost connection is answered at once (and marked), not after the
+                // server is back.
+                listener.eager_reconnect(false);
+                listener.listen(WORK_CHANNEL).await?;
+                Ok::<_, sqlx::Error>(listener)
             };
-            if let Err(e) = listener.listen(WORK_CHANNEL).await {
-                tracing::warn!(error = %e, "LISTEN failed; retrying");
-                continue;
+            let mut listener = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                listening = listening => match listening {
+                    Ok(listener) => listener,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot LISTEN for work; pollers fall back to re-checking until it can");
+                        lost = true;
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(LISTEN_RETRY) => continue,
+                        }
+                    }
+                },
+            };
+            if lost {
+                tracing::info!("LISTEN for work again");
+                // Work may have been scheduled while nobody listened.
+                signal.notify_waiters();
             }
             loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    received = listener.recv() => match received {
-                        Ok(_) => signal.notify_waiters(),
+                    received = listener.try_recv() => match received {
+                        Ok(Some(_)) => signal.notify_waiters(),
+                        // The server closed the connection (a restart, say).
+                        Ok(None) => {
+                            tracing::warn!("LISTEN connection lost; reconnecting");
+                            self.losses.mark();
+                            signal.notify_waiters();
+                            lost = true;
+                            break;
+                        }
                         Err(e) => {
                             tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
-                            // Work may have been scheduled while nobody listened.
+                            self.losses.mark();
                             signal.notify_waiters();
+                            lost = true;
                             break;
                         }
                     }
@@ -1215,6 +1367,9 @@ impl Store for PgStore {
         }
     }
 }
+
+/// How long the LISTEN relay waits before it tries again to connect and `LISTEN`.
+const LISTEN_RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How every engine transaction begins (one round trip, as a plain `BEGIN`). Each of its
 /// statements reaches rows by index probes, index ranges or the ctids of rows it locked
