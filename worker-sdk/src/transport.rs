@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::SdkError;
+use crate::http::CaCert;
 
 /// A connection to an engine with one token.
 #[derive(Clone, Debug)]
@@ -25,11 +26,14 @@ pub(crate) struct Answer<T> {
 }
 
 impl Transport {
-    pub(crate) fn new(base: impl Into<String>, token: impl Into<String>) -> Result<Self, SdkError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| SdkError::Config(format!("HTTP client: {e}")))?;
+    /// A transport whose client trusts the system's roots plus `ca_cert` (see
+    /// [`crate::http_client`]).
+    pub(crate) fn new(
+        base: impl Into<String>,
+        token: impl Into<String>,
+        ca_cert: Option<&CaCert>,
+    ) -> Result<Self, SdkError> {
+        let http = crate::http::build(ca_cert)?;
         Ok(Transport {
             base: base.into().trim_end_matches('/').to_owned(),
             token: token.into(),

@@ -13,9 +13,9 @@ pub(super) async fn call(
     body: Option<Value>,
 ) -> Result<Value, String> {
     let url = format!("{}{}", server.url.trim_end_matches('/'), path);
-    let mut request = reqwest::Client::new()
-        .request(method, &url)
-        .bearer_auth(&server.token);
+    // The one client of onceflow's programs: system roots plus ONCEFLOW_CA_CERT.
+    let http = onceflow_worker::http_client_from_env().map_err(|e| e.to_string())?;
+    let mut request = http.request(method, &url).bearer_auth(&server.token);
     if let Some(body) = body {
         request = request.json(&body);
     }
