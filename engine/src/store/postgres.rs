@@ -123,7 +123,14 @@ impl PgStore {
     /// (`too many clients`) until its acquire timeout and answer `unavailable`, although
     /// the connections it has could serve every request in turn. A larger request is
     /// lowered to the room left (with a warning); see [`connection_room`].
+    ///
+    /// TLS follows the URL's `sslmode` (`disable`, `prefer` (the default), `require`,
+    /// `verify-ca`, `verify-full`) and `sslrootcert` (CA certificates trusted besides the
+    /// system's roots), through sqlx's rustls. If the process has no default rustls crypto
+    /// provider yet, this installs aws-lc-rs as the default (see
+    /// [`ensure_crypto_provider`]).
     pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+        ensure_crypto_provider();
         let options = PgConnectOptions::from_str(url)?.options([("jit", "off")]);
         let max_connections = {
             use sqlx::Connection;
@@ -169,6 +176,18 @@ impl PgStore {
     /// The underlying pool.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+}
+
+/// Makes sure the process has a default rustls crypto provider, installing aws-lc-rs
+/// (the provider of the engine's HTTP server and clients) when none is set; one set
+/// before is kept. sqlx's `sslmode=verify-ca` builds its certificate verifier with the
+/// process default, and rustls cannot pick one by itself when more than one provider is
+/// compiled in (ring for sqlx, aws-lc-rs for reqwest): it would panic there.
+pub fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another thread's install is fine: a default is set either way.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     }
 }
 
