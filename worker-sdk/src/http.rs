@@ -20,6 +20,11 @@ pub const CA_CERT_ENV: &str = "ONCEFLOW_CA_CERT";
 /// How long establishing a connection (TCP, and TLS for `https://`) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A pooled connection idle this long is closed by the client: before the engine's
+/// default header-read timeout (10 s) closes it from the other side, so a request is
+/// seldom sent on a connection the server is closing at that moment.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Where an extra CA certificate file came from: said in every error about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum CaCert {
@@ -77,7 +82,9 @@ pub fn http_client_from_env() -> Result<reqwest::Client, SdkError> {
 
 /// Builds the client (see [`http_client`]).
 pub(crate) fn build(ca_cert: Option<&CaCert>) -> Result<reqwest::Client, SdkError> {
-    let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT);
     if let Some(ca) = ca_cert {
         let pem = std::fs::read(ca.path()).map_err(|e| ca.error(format!("cannot read it: {e}")))?;
         let certs = reqwest::Certificate::from_pem_bundle(&pem)
@@ -91,4 +98,20 @@ pub(crate) fn build(ca_cert: Option<&CaCert>) -> Result<reqwest::Client, SdkErro
         Some(ca) => ca.error(format!("the HTTP client refused it: {e}")),
         None => SdkError::Config(format!("HTTP client: {e}")),
     })
+}
+
+/// An error with its causes, `outer: cause: root cause`: reqwest's own message alone
+/// ("error sending request") hides the reason (a refused certificate, say).
+pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::SdkError;
-use crate::http::CaCert;
+use crate::http::{with_causes, CaCert};
 
 /// A connection to an engine with one token.
 #[derive(Clone, Debug)]
@@ -63,7 +63,7 @@ impl Transport {
         let response = request
             .send()
             .await
-            .map_err(|e| SdkError::Transport(e.to_string()))?;
+            .map_err(|e| SdkError::Transport(with_causes(&e)))?;
         let status = response.status().as_u16();
         let replayed = response
             .headers()
@@ -72,7 +72,7 @@ impl Transport {
         let bytes = response
             .bytes()
             .await
-            .map_err(|e| SdkError::Transport(e.to_string()))?;
+            .map_err(|e| SdkError::Transport(with_causes(&e)))?;
         if (200..300).contains(&status) {
             let body = if bytes.is_empty() {
                 serde_json::from_value(Value::Null)
