@@ -7,12 +7,14 @@ mod http {
     mod dev;
     mod fuzz;
     mod jobs;
+    mod limits;
     mod metrics;
     mod process;
     mod schedules;
     mod service;
     mod story;
     mod telemetry;
+    mod tls;
     mod ui;
     mod worker;
 }
