@@ -299,7 +299,24 @@ pub fn onceflow_binary() -> PathBuf {
                 Some("debug") | None => "dev".to_owned(),
                 Some(other) => other.to_owned(),
             };
-            let status = Command::new(env!("CARGO"))
+            let mut build = Command::new(env!("CARGO"));
+            // Without the variables cargo sets for this test process (the tests crate's
+            // CARGO_MANIFEST_DIR, CARGO_PKG_NAME, …): build scripts that watch them (ring's
+            // does) would see a change, and this build and the next `cargo test` would
+            // each rebuild them and every crate above them.
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                if name.starts_with("CARGO_PKG_")
+                    || name.starts_with("CARGO_MANIFEST_")
+                    || matches!(
+                        name.as_ref(),
+                        "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR"
+                    )
+                {
+                    build.env_remove(name.as_ref());
+                }
+            }
+            let status = build
                 .args([
                     "build",
                     "--quiet",
