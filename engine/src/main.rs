@@ -9,6 +9,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // One rustls crypto provider for the whole process, before any TLS is set up (sqlx's
+    // verify-ca relies on the process default).
+    onceflow_engine::store::postgres::ensure_crypto_provider();
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all();
     if let Some(threads) = cli.runtime_threads() {

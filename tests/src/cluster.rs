@@ -220,6 +220,12 @@ impl PrivateCluster {
         self.pg_ctl(&["start", "-w", "-t", "60"]);
     }
 
+    /// `pg_ctl reload`: the server rereads `postgresql.conf` and `pg_hba.conf` (new
+    /// connections see the change; sessions already open keep theirs).
+    pub fn reload(&self) {
+        self.pg_ctl(&["reload"]);
+    }
+
     /// `pg_ctl restart -m fast`; waits until it accepts connections again.
     pub fn restart_fast(&self) {
         self.pg_ctl(&["restart", "-m", "fast", "-w", "-t", "60"]);

@@ -8,6 +8,7 @@
 
 pub mod cluster;
 pub mod server;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;

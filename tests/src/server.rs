@@ -2,7 +2,7 @@
 //! process of the real `onceflow` binary (for crash and signal tests).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -89,6 +89,15 @@ impl Api {
         Api {
             url,
             http: reqwest::Client::new(),
+        }
+    }
+
+    /// A client of the server at `url` (`https://…`) that trusts the system's roots plus
+    /// the CA certificate(s) of the PEM file `ca_cert` (the SDK's own HTTP client).
+    pub fn trusting(url: String, ca_cert: &Path) -> Api {
+        Api {
+            url,
+            http: onceflow_worker::http_client(Some(ca_cert)).expect("the HTTP client builds"),
         }
     }
 
@@ -219,12 +228,7 @@ impl TestServer {
 
     /// Starts a server for an existing engine and tokens.
     pub async fn start_engine(engine: Engine, tokens: Tokens, config: ServerConfig) -> TestServer {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a loopback port");
-        let addr: SocketAddr = listener.local_addr().expect("bound");
-        let shutdown = CancellationToken::new();
-        tokio::spawn(serve_on(listener, engine.clone(), config, shutdown.clone()));
+        let (addr, shutdown) = spawn_server(&engine, config).await;
         TestServer {
             api: Api::new(format!("http://{addr}")),
             tokens,
@@ -232,6 +236,43 @@ impl TestServer {
             shutdown,
         }
     }
+
+    /// Starts an HTTPS server on `db` with `config` (its `tls` set; its `bind` ignored);
+    /// its `api` speaks `https://127.0.0.1:{port}` and trusts `ca_cert` (PEM file).
+    pub async fn start_tls(db: &TestDb, config: ServerConfig, ca_cert: &Path) -> TestServer {
+        assert!(config.tls.is_some(), "start_tls needs config.tls");
+        let engine = db.engine();
+        let tokens = Tokens::mint(&engine).await;
+        let (addr, shutdown) = spawn_server(&engine, config).await;
+        TestServer {
+            api: Api::trusting(format!("https://{addr}"), ca_cert),
+            tokens,
+            engine,
+            shutdown,
+        }
+    }
+
+    /// The loopback address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        let authority = self
+            .api
+            .url
+            .split_once("://")
+            .map(|(_, rest)| rest)
+            .expect("url has a scheme");
+        authority.parse().expect("url is scheme://ip:port")
+    }
+}
+
+/// `serve_on` on a free loopback port, on a task of its own; cancel the token to stop it.
+async fn spawn_server(engine: &Engine, config: ServerConfig) -> (SocketAddr, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr: SocketAddr = listener.local_addr().expect("bound");
+    let shutdown = CancellationToken::new();
+    tokio::spawn(serve_on(listener, engine.clone(), config, shutdown.clone()));
+    (addr, shutdown)
 }
 
 impl Drop for TestServer {
@@ -258,7 +299,24 @@ pub fn onceflow_binary() -> PathBuf {
                 Some("debug") | None => "dev".to_owned(),
                 Some(other) => other.to_owned(),
             };
-            let status = Command::new(env!("CARGO"))
+            let mut build = Command::new(env!("CARGO"));
+            // Without the variables cargo sets for this test process (the tests crate's
+            // CARGO_MANIFEST_DIR, CARGO_PKG_NAME, …): build scripts that watch them (ring's
+            // does) would see a change, and this build and the next `cargo test` would
+            // each rebuild them and every crate above them.
+            for (name, _) in std::env::vars_os() {
+                let name = name.to_string_lossy();
+                if name.starts_with("CARGO_PKG_")
+                    || name.starts_with("CARGO_MANIFEST_")
+                    || matches!(
+                        name.as_ref(),
+                        "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR"
+                    )
+                {
+                    build.env_remove(name.as_ref());
+                }
+            }
+            let status = build
                 .args([
                     "build",
                     "--quiet",
@@ -312,6 +370,39 @@ impl ServerProcess {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> ServerProcess {
+        let api = Api::new(format!("http://127.0.0.1:{port}"));
+        Self::spawn(database_url, port, extra, env, api).await
+    }
+
+    /// Starts `onceflow serve --tls-cert cert --tls-key key` on `database_url` at a free
+    /// loopback port and waits until it answers `https://…/healthz`; its `api` trusts
+    /// `ca_cert` (PEM file).
+    pub async fn start_tls(
+        database_url: &str,
+        cert: &Path,
+        key: &Path,
+        ca_cert: &Path,
+        extra: &[&str],
+    ) -> ServerProcess {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("free port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let (cert, key) = (cert.to_string_lossy(), key.to_string_lossy());
+        let mut args = vec!["--tls-cert", cert.as_ref(), "--tls-key", key.as_ref()];
+        args.extend_from_slice(extra);
+        let api = Api::trusting(format!("https://127.0.0.1:{port}"), ca_cert);
+        Self::spawn(database_url, port, &args, &[], api).await
+    }
+
+    async fn spawn(
+        database_url: &str,
+        port: u16,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        api: Api,
+    ) -> ServerProcess {
         let child = Command::new(onceflow_binary())
             .args([
                 "serve",
@@ -328,7 +419,6 @@ impl ServerProcess {
             .stderr(server_log(port))
             .spawn()
             .expect("spawn onceflow serve");
-        let api = Api::new(format!("http://127.0.0.1:{port}"));
         let process = ServerProcess { api, child };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {

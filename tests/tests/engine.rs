@@ -6,6 +6,7 @@ mod engine {
     mod cancellation;
     mod commit;
     mod connections;
+    mod database_tls;
     mod dedup;
     mod dispatch;
     mod failover;

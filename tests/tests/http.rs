@@ -8,6 +8,7 @@ mod http {
     mod fuzz;
     mod hardening;
     mod jobs;
+    mod limits;
     mod metrics;
     mod process;
     mod restart;
@@ -15,6 +16,7 @@ mod http {
     mod service;
     mod story;
     mod telemetry;
+    mod tls;
     mod ui;
     mod worker;
 }

@@ -1,5 +1,6 @@
 //! [`Client`]: submit jobs and read them, as API.md's client (and operator) endpoints.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use onceflow_protocol::api::{
@@ -10,6 +11,7 @@ use reqwest::Method;
 use serde::Serialize;
 
 use crate::error::SdkError;
+use crate::http::CaCert;
 use crate::transport::Transport;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -34,10 +36,27 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client of the engine at `url` (e.g. `http://127.0.0.1:7380`).
+    /// A client of the engine at `url` (e.g. `http://127.0.0.1:7380` or
+    /// `https://onceflow.internal`). Over `https://` it trusts the system's roots plus the
+    /// CA certificates of the PEM file named by `ONCEFLOW_CA_CERT`, if set; a file that
+    /// cannot be read or holds no certificate is an [`SdkError::Config`] naming the variable.
     pub fn new(url: impl Into<String>, token: impl Into<String>) -> Result<Self, SdkError> {
         Ok(Client {
-            transport: Transport::new(url, token)?,
+            transport: Transport::new(url, token, CaCert::from_env().as_ref())?,
+        })
+    }
+
+    /// A client of the engine at `url` that trusts the system's roots plus the CA
+    /// certificates of the PEM file `ca_cert` (instead of reading `ONCEFLOW_CA_CERT`).
+    /// A file that cannot be read or holds no certificate is an [`SdkError::Config`]
+    /// naming it.
+    pub fn with_ca_cert(
+        url: impl Into<String>,
+        token: impl Into<String>,
+        ca_cert: impl Into<PathBuf>,
+    ) -> Result<Self, SdkError> {
+        Ok(Client {
+            transport: Transport::new(url, token, Some(&CaCert::Explicit(ca_cert.into())))?,
         })
     }
 

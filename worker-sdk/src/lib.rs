@@ -61,12 +61,18 @@
 //!   something they are not). A worker killed outright leaves the same `unknown` state.
 //!
 //! [`Client`] submits jobs and reads them.
+//!
+//! ## TLS
+//! Both speak `https://` (rustls, no OpenSSL). They trust the system's root certificates
+//! plus the CA certificates of the PEM file named by `ONCEFLOW_CA_CERT` (or given with
+//! [`WorkerBuilder::ca_cert`] / [`Client::with_ca_cert`]); see [`http_client`].
 
 #![warn(missing_docs)]
 
 mod client;
 mod context;
 mod error;
+mod http;
 mod provider;
 mod report;
 mod secret;
@@ -77,6 +83,7 @@ mod workflow;
 pub use client::{Client, Submitted};
 pub use context::{ActivityContext, StopReason};
 pub use error::{ActivityError, SdkError};
+pub use http::{http_client, http_client_from_env, CA_CERT_ENV};
 pub use onceflow_protocol::model::{ActivityOptions, Failover, JobStatus, JobView, RetryPolicy};
 pub use onceflow_protocol::{api, model};
 pub use provider::output_contract;

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::SdkError;
+use crate::http::{with_causes, CaCert};
 use crate::secret::SecretToken;
 
 /// A connection to an engine with one token (its `Debug` shows no token).
@@ -26,11 +27,14 @@ pub(crate) struct Answer<T> {
 }
 
 impl Transport {
-    pub(crate) fn new(base: impl Into<String>, token: impl Into<String>) -> Result<Self, SdkError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| SdkError::Config(format!("HTTP client: {e}")))?;
+    /// A transport whose client trusts the system's roots plus `ca_cert` (see
+    /// [`crate::http_client`]).
+    pub(crate) fn new(
+        base: impl Into<String>,
+        token: impl Into<String>,
+        ca_cert: Option<&CaCert>,
+    ) -> Result<Self, SdkError> {
+        let http = crate::http::build(ca_cert)?;
         Ok(Transport {
             base: base.into().trim_end_matches('/').to_owned(),
             token: SecretToken::new(token),
@@ -60,7 +64,7 @@ impl Transport {
         let response = request
             .send()
             .await
-            .map_err(|e| SdkError::Transport(e.to_string()))?;
+            .map_err(|e| SdkError::Transport(with_causes(&e)))?;
         let status = response.status().as_u16();
         let replayed = response
             .headers()
@@ -69,7 +73,7 @@ impl Transport {
         let bytes = response
             .bytes()
             .await
-            .map_err(|e| SdkError::Transport(e.to_string()))?;
+            .map_err(|e| SdkError::Transport(with_causes(&e)))?;
         if (200..300).contains(&status) {
             let body = if bytes.is_empty() {
                 serde_json::from_value(Value::Null)

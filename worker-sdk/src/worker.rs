@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,7 @@ use tracing::Instrument;
 
 use crate::context::{ActivityContext, StopReason};
 use crate::error::{ActivityError, SdkError};
+use crate::http::CaCert;
 use crate::provider::{cases_to_json, typed_check, Certify, LocalContract, Registration};
 use crate::report::{Reporter, StopOnDrop};
 use crate::secret::SecretToken;
@@ -49,6 +51,7 @@ pub struct WorkerBuilder {
     shutdown_grace: Duration,
     registrations: Vec<Registration>,
     workflows: HashMap<String, WorkflowFn>,
+    ca_cert: Option<PathBuf>,
     error: Option<SdkError>,
 }
 
@@ -84,6 +87,15 @@ impl WorkerBuilder {
     /// The name recorded on the attempts this worker takes (default: host-pid based).
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = id.into();
+        self
+    }
+
+    /// Over `https://`, trust the CA certificates of this PEM file besides the system's
+    /// roots. Without it the worker reads the file named by `ONCEFLOW_CA_CERT`, if set.
+    /// [`WorkerBuilder::build`] fails with [`SdkError::Config`] naming the file (or the
+    /// variable) when it cannot be read or holds no certificate.
+    pub fn ca_cert(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_cert = Some(path.into());
         self
     }
 
@@ -196,7 +208,14 @@ impl WorkerBuilder {
         }
         Ok(Worker {
             inner: Arc::new(Inner {
-                transport: Transport::new(self.url, self.token.expose())?,
+                transport: Transport::new(
+                    self.url,
+                    self.token.expose(),
+                    self.ca_cert
+                        .map(CaCert::Explicit)
+                        .or_else(CaCert::from_env)
+                        .as_ref(),
+                )?,
                 task_queue: self.task_queue,
                 worker_id: self.worker_id,
                 max_concurrent: self.max_concurrent,
@@ -356,6 +375,7 @@ impl Worker {
             shutdown_grace: Duration::from_secs(30),
             registrations: Vec::new(),
             workflows: HashMap::new(),
+            ca_cert: None,
             error: None,
         }
     }

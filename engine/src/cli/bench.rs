@@ -184,10 +184,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
         .chars()
         .take(12)
         .collect();
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .map_err(|e| format!("HTTP client: {e}"))?;
+    // The SDK's client (system roots plus ONCEFLOW_CA_CERT), so `--url https://…` works.
+    let http = onceflow_worker::http_client_from_env().map_err(|e| e.to_string())?;
 
     let (bench, server) = match args.url.clone() {
         None => {

@@ -5,7 +5,6 @@
 //! queue.
 
 use std::path::Path;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -22,14 +21,14 @@ const TOKEN_VARS: [(&str, Role, &str); 4] = [
 ];
 
 /// Runs the dev server until Ctrl-C / SIGTERM.
+/// `config` says where and how to listen (its TLS identity already loaded).
 pub async fn run(
     dir: &Path,
-    bind: std::net::SocketAddr,
     demo: bool,
-    reaper_interval: Duration,
-    retention: Option<Duration>,
+    config: ServerConfig,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
+    let bind = config.bind;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let db_path = dir.join("dev.db");
     let url = format!("sqlite://{}", db_path.display());
@@ -45,7 +44,12 @@ pub async fn run(
         .await
         .map_err(|e| format!("cannot listen on {bind}: {e}"))?;
     let base = format!(
-        "http://{}",
+        "{}://{}",
+        if config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        },
         listener.local_addr().map_err(|e| e.to_string())?
     );
     let tokens = tokens(&engine, &dir.join("tokens.env")).await?;
@@ -65,12 +69,6 @@ pub async fn run(
         dir.join("tokens.env").display()
     );
 
-    let config = ServerConfig {
-        bind,
-        reaper_interval,
-        retention,
-        ..ServerConfig::default()
-    };
     let server = tokio::spawn(crate::http::serve_on(
         listener,
         engine,

@@ -8,13 +8,14 @@ mod operator;
 mod schedules;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use onceflow_worker::SecretToken;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::ServerConfig;
+use crate::http::{ServerConfig, ServerTls};
 use crate::model::Role;
 use crate::{ConnectSettings, Engine};
 
@@ -123,6 +124,50 @@ struct ServeArgs {
     /// Without it, jobs are kept for ever.
     #[arg(long, value_parser = retention_arg)]
     retention: Option<Duration>,
+    #[command(flatten)]
+    listener: ListenerArgs,
+}
+
+/// The HTTP listener: TLS and its limits (`serve` and `dev`).
+#[derive(Args, Debug)]
+struct ListenerArgs {
+    /// Serve HTTPS with this certificate chain (PEM: the server's certificate first, then
+    /// any intermediates). Needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Close a connection whose request head (request line and headers), or TLS
+    /// handshake, has not fully arrived within this; an idle keep-alive connection is
+    /// closed after it too.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    header_read_timeout_ms: u64,
+    /// At most this many HTTP connections at once; more wait until one closes (the
+    /// database pool is --max-connections).
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    max_http_connections: u32,
+}
+
+impl ListenerArgs {
+    /// `config` with the listener's settings; the certificate and key are read now, so a
+    /// bad file stops the command before anything else starts.
+    fn apply(&self, config: ServerConfig) -> Result<ServerConfig, String> {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(
+                ServerTls::from_pem_files(cert, key)
+                    .map_err(|e| format!("cannot serve TLS: {e}"))?,
+            ),
+            (None, None) => None,
+            _ => return Err("--tls-cert and --tls-key go together".to_owned()),
+        };
+        Ok(ServerConfig {
+            tls,
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            max_http_connections: usize::try_from(self.max_http_connections).unwrap_or(usize::MAX),
+            ..config
+        })
+    }
 }
 
 /// A retention period: a duration such as `30d`, `12h`, `90m` or `1h 30m`, from 1 s to
@@ -156,6 +201,8 @@ struct DevArgs {
     /// without it.
     #[arg(long, value_parser = retention_arg)]
     retention: Option<Duration>,
+    #[command(flatten)]
+    listener: ListenerArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -176,7 +223,8 @@ enum TokenCommand {
 /// Where the server is and how to authenticate. Its `Debug` shows no token.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
-    /// The server's base URL.
+    /// The server's base URL (`https://…` trusts the system's roots plus the PEM file
+    /// named by ONCEFLOW_CA_CERT).
     #[arg(long, env = "ONCEFLOW_URL", default_value = "http://127.0.0.1:7380")]
     url: String,
     /// An operator token (for `jobs show`, a client token of the job's owner works too).
@@ -283,17 +331,15 @@ async fn connect_with(args: &DatabaseArgs, settings: &ConnectSettings) -> Result
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Dev(args) => {
+            let config = args.listener.apply(ServerConfig {
+                bind: args.bind,
+                reaper_interval: Duration::from_millis(args.reaper_interval_ms.max(10)),
+                retention: args.retention,
+                ..ServerConfig::default()
+            })?;
             let shutdown = CancellationToken::new();
             tokio::spawn(stop_on_signal(shutdown.clone()));
-            dev::run(
-                &args.dir,
-                args.bind,
-                args.demo,
-                Duration::from_millis(args.reaper_interval_ms.max(10)),
-                args.retention,
-                shutdown,
-            )
-            .await
+            dev::run(&args.dir, args.demo, config, shutdown).await
         }
         Command::Serve(args) => serve(args).await,
         Command::Migrate(args) => {
@@ -348,6 +394,15 @@ pub async fn run(cli: Cli) -> Result<(), String> {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
+    // The certificate and key first: a bad file fails at once, before the database.
+    let config = args.listener.apply(ServerConfig {
+        bind: args.bind,
+        body_limit_bytes: args.body_limit_bytes,
+        request_timeout: Duration::from_millis(args.request_timeout_ms),
+        reaper_interval: Duration::from_millis(args.reaper_interval_ms.max(10)),
+        retention: args.retention,
+        ..ServerConfig::default()
+    })?;
     let settings = ConnectSettings {
         max_connections: args.max_connections,
         statement_timeout: Duration::from_millis(args.statement_timeout_ms),
@@ -360,14 +415,6 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             .await
             .map_err(|e| format!("migration failed: {e:?}"))?;
     }
-    let config = ServerConfig {
-        bind: args.bind,
-        body_limit_bytes: args.body_limit_bytes,
-        request_timeout: Duration::from_millis(args.request_timeout_ms),
-        reaper_interval: Duration::from_millis(args.reaper_interval_ms.max(10)),
-        retention: args.retention,
-        ..ServerConfig::default()
-    };
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.bind))?;

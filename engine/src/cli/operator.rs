@@ -13,7 +13,9 @@ pub(super) async fn call(
     body: Option<Value>,
 ) -> Result<Value, String> {
     let url = format!("{}{}", server.url.trim_end_matches('/'), path);
-    let mut request = reqwest::Client::new()
+    // The one client of onceflow's programs: system roots plus ONCEFLOW_CA_CERT.
+    let http = onceflow_worker::http_client_from_env().map_err(|e| e.to_string())?;
+    let mut request = http
         .request(method, &url)
         .bearer_auth(server.token.expose());
     if let Some(body) = body {
@@ -22,7 +24,7 @@ pub(super) async fn call(
     let response = request
         .send()
         .await
-        .map_err(|e| format!("cannot reach {url}: {e}"))?;
+        .map_err(|e| format!("cannot reach {url}: {}", with_causes(&e)))?;
     let status = response.status();
     let value: Value = response
         .json()
@@ -37,6 +39,19 @@ pub(super) async fn call(
             value["error"]["code"].as_str().unwrap_or("?")
         ))
     }
+}
+
+/// An error with its causes: reqwest's message alone ("error sending request") hides the
+/// reason, such as a certificate the client does not trust.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// `onceflow attempts stuck`.

@@ -6,9 +6,11 @@ pub mod console;
 pub mod error;
 pub mod extract;
 pub mod jobs;
+mod listen;
 pub mod operator;
 pub mod schedules;
 pub mod service;
+pub mod tls;
 pub mod ui;
 pub mod worker;
 
@@ -30,6 +32,7 @@ use utoipa_axum::routes;
 
 use crate::Engine;
 use error::ApiError;
+pub use tls::{ServerTls, TlsError};
 
 /// How the server behaves.
 #[derive(Debug, Clone)]
@@ -47,6 +50,17 @@ pub struct ServerConfig {
     /// How long finished jobs are kept before retention deletes them; `None` (the
     /// default) keeps them for ever.
     pub retention: Option<Duration>,
+    /// Serve HTTPS with this identity; `None` (the default) serves plain HTTP.
+    pub tls: Option<ServerTls>,
+    /// How long a client may take to send a request's head (request line and headers),
+    /// counted from when the server starts waiting for it: a new connection, or the end
+    /// of the previous response on a keep-alive connection (so an idle keep-alive
+    /// connection is closed after it too). Also bounds the TLS handshake. Past it the
+    /// connection is closed. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// At most this many client connections at once (default 4096). The next one is not
+    /// accepted until one of them closes: it waits, it is not refused.
+    pub max_http_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +72,9 @@ impl Default for ServerConfig {
             reaper_interval: Duration::from_secs(1),
             poll_recheck: Duration::from_secs(1),
             retention: None,
+            tls: None,
+            header_read_timeout: Duration::from_secs(10),
+            max_http_connections: 4096,
         }
     }
 }
@@ -184,8 +201,10 @@ async fn with_timeout(limit: Duration, req: Request, next: Next) -> Response {
 }
 
 /// Serves the API on `listener` until `shutdown` is cancelled, with the background loops
-/// (lease reaper, wake-ups for long-polls) running alongside. On shutdown it stops
-/// accepting, lets in-flight requests finish, and returns.
+/// (lease reaper, wake-ups for long-polls) running alongside: HTTP/1.1 with keep-alive,
+/// over TLS when `config.tls` is set, within `config.header_read_timeout` and
+/// `config.max_http_connections`. On shutdown it stops accepting, lets in-flight requests
+/// finish (long-polls answer at once), and returns once every connection is closed.
 pub async fn serve_on(
     listener: TcpListener,
     engine: Engine,
@@ -198,16 +217,24 @@ pub async fn serve_on(
         config.retention,
         shutdown.clone(),
     );
+    let limits = listen::Limits {
+        header_read_timeout: config.header_read_timeout,
+        max_connections: config.max_http_connections,
+        tls: config.tls.clone(),
+    };
+    let scheme = if limits.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let state = AppState {
         engine,
         config: Arc::new(config),
         shutdown: shutdown.clone(),
     };
     let app = router(state);
-    tracing::info!(addr = %listener.local_addr()?, "onceflow serving");
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .await;
+    tracing::info!(addr = %listener.local_addr()?, scheme, "onceflow serving");
+    let served = listen::serve(listener, app, limits, shutdown.clone()).await;
     shutdown.cancel();
     for task in loops {
         let _ = task.await;

@@ -184,7 +184,14 @@ impl PgStore {
     /// [`MIN_POOL_CONNECTIONS`] (or the size asked for, if that is smaller): when the
     /// server has no room for that minimum, connecting fails with
     /// [`StoreError::PoolTooSmall`], which says the room, the minimum and what to do.
+    ///
+    /// TLS follows the URL's `sslmode` (`disable`, `prefer` (the default), `require`,
+    /// `verify-ca`, `verify-full`) and `sslrootcert` (CA certificates trusted besides the
+    /// system's roots), through sqlx's rustls. If the process has no default rustls crypto
+    /// provider yet, this installs aws-lc-rs as the default (see
+    /// [`ensure_crypto_provider`]).
     pub async fn connect_with(url: &str, settings: &ConnectSettings) -> StoreResult<Self> {
+        ensure_crypto_provider();
         let options = connect_options(url, settings)?;
         let requested = settings.max_connections.max(1);
         let minimum = requested.min(MIN_POOL_CONNECTIONS);
@@ -280,6 +287,18 @@ pub fn connect_options(url: &str, settings: &ConnectSettings) -> StoreResult<PgC
 /// otherwise fail at the same place every pass and never progress.
 /// `idle_in_transaction_session_timeout` still ends one whose engine stalled.
 const BEGIN_UNTIMED_SQL: &str = "BEGIN; SET LOCAL statement_timeout = 0";
+
+/// Makes sure the process has a default rustls crypto provider, installing aws-lc-rs
+/// (the provider of the engine's HTTP server and clients) when none is set; one set
+/// before is kept. sqlx's `sslmode=verify-ca` builds its certificate verifier with the
+/// process default, and rustls cannot pick one by itself when more than one provider is
+/// compiled in (ring for sqlx, aws-lc-rs for reqwest): it would panic there.
+pub fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another thread's install is fine: a default is set either way.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    }
+}
 
 /// How many more connections the server behind `conn` admits for this role now: its
 /// `max_connections`, less the slots reserved for superusers (unless the role is one),
