@@ -137,6 +137,19 @@ impl PrivateCluster {
         cluster
     }
 
+    /// A plain cluster with one database, `database`, started off the async threads
+    /// (shared, so that a test can restart it from a blocking task while it runs).
+    pub async fn with_database(database: &'static str) -> std::sync::Arc<PrivateCluster> {
+        let cluster = tokio::task::spawn_blocking(move || {
+            let cluster = PrivateCluster::start(&[], &[]);
+            cluster.create_database(database);
+            cluster
+        })
+        .await
+        .expect("start a private cluster");
+        std::sync::Arc::new(cluster)
+    }
+
     /// The data directory.
     pub fn data_dir(&self) -> PathBuf {
         self.dir.join("data")

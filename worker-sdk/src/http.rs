@@ -102,7 +102,7 @@ pub(crate) fn build(ca_cert: Option<&CaCert>) -> Result<reqwest::Client, SdkErro
 
 /// An error with its causes, `outer: cause: root cause`: reqwest's own message alone
 /// ("error sending request") hides the reason (a refused certificate, say).
-pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
+pub fn with_causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

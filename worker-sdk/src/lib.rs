@@ -83,7 +83,7 @@ mod workflow;
 pub use client::{Client, Submitted};
 pub use context::{ActivityContext, StopReason};
 pub use error::{ActivityError, SdkError};
-pub use http::{http_client, http_client_from_env, CA_CERT_ENV};
+pub use http::{http_client, http_client_from_env, with_causes, CA_CERT_ENV};
 pub use onceflow_protocol::model::{ActivityOptions, Failover, JobStatus, JobView, RetryPolicy};
 pub use onceflow_protocol::{api, model};
 pub use provider::output_contract;

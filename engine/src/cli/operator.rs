@@ -24,7 +24,7 @@ pub(super) async fn call(
     let response = request
         .send()
         .await
-        .map_err(|e| format!("cannot reach {url}: {}", with_causes(&e)))?;
+        .map_err(|e| format!("cannot reach {url}: {}", onceflow_worker::with_causes(&e)))?;
     let status = response.status();
     let value: Value = response
         .json()
@@ -39,19 +39,6 @@ pub(super) async fn call(
             value["error"]["code"].as_str().unwrap_or("?")
         ))
     }
-}
-
-/// An error with its causes: reqwest's message alone ("error sending request") hides the
-/// reason, such as a certificate the client does not trust.
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// `onceflow attempts stuck`.

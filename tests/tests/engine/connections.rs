@@ -444,15 +444,7 @@ async fn migrations_are_not_cut_by_the_statement_timeout() {
 /// checked anyway). Calls made once the server is back all succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_the_server_restarted_no_call_is_handed_a_connection_it_closed() {
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(|| {
-            let cluster = PrivateCluster::start(&[], &[]);
-            cluster.create_database("onceflow");
-            cluster
-        })
-        .await
-        .expect("start a private cluster"),
-    );
+    let cluster = PrivateCluster::with_database("onceflow").await;
     let url = cluster.url("onceflow");
     let store = PgStore::connect(&url, 8)
         .await

@@ -339,15 +339,7 @@ fn report_outages(phase: &str, ledger: &Ledger, from: Instant, to: Instant) -> D
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_database_restart_loses_no_acknowledged_job_and_duplicates_none() {
     let started = Instant::now();
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(|| {
-            let cluster = PrivateCluster::start(&[], &[]);
-            cluster.create_database("onceflow");
-            cluster
-        })
-        .await
-        .expect("start a private cluster"),
-    );
+    let cluster = PrivateCluster::with_database("onceflow").await;
     let url = cluster.url("onceflow");
     let (client_token, worker_token) = {
         let engine = Engine::connect(&url, 2).await.expect("connect");

@@ -40,18 +40,6 @@ fn tls_config(ca: &TestCa) -> ServerConfig {
     }
 }
 
-/// An error and all its causes, for assertions on the reason.
-fn causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// Runs `onceflow ARGS` with `env` (and no inherited ONCEFLOW_URL, ONCEFLOW_TOKEN or
 /// ONCEFLOW_CA_CERT): (exit code, stdout, stderr).
 async fn onceflow(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
@@ -151,7 +139,7 @@ async fn clients_that_do_not_trust_the_servers_ca_are_refused_with_a_certificate
         .send()
         .await
         .expect_err("a certificate of an unknown CA is refused");
-    let reason = causes(&refused);
+    let reason = onceflow_worker::with_causes(&refused);
     assert!(
         reason.contains("certificate") && reason.contains("UnknownIssuer"),
         "{reason}"
