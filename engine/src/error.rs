@@ -1,5 +1,5 @@
 //! Errors, one enum per layer. [`EngineError`] variants carry exactly the error codes of
-//! API.md; [`EngineError::code`] and [`EngineError::http_status`] are the one place where
+//! docs/api.md; [`EngineError::code`] and [`EngineError::http_status`] are the one place where
 //! they are mapped.
 
 use serde_json::{json, Value};
@@ -100,7 +100,7 @@ fn sqlx_unavailable(error: &sqlx::Error) -> bool {
     }
 }
 
-/// Errors of the domain, one variant per API.md error code.
+/// Errors of the domain, one variant per docs/api.md error code.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// 400 `invalid_request`: a missing or wrong-typed field; the message names it.
@@ -188,7 +188,7 @@ impl EngineError {
         EngineError::InvalidRequest(message.into())
     }
 
-    /// The API.md error code.
+    /// The docs/api.md error code.
     pub fn code(&self) -> &'static str {
         match self {
             EngineError::InvalidRequest(_) => "invalid_request",
@@ -211,7 +211,7 @@ impl EngineError {
         }
     }
 
-    /// The HTTP status API.md gives this error.
+    /// The HTTP status docs/api.md gives this error.
     pub fn http_status(&self) -> u16 {
         match self {
             EngineError::InvalidRequest(_)

@@ -74,7 +74,7 @@ impl JobRequest {
         self
     }
 
-    /// Parses a `POST /v1/jobs` body. Missing fields get API.md's defaults, field by
+    /// Parses a `POST /v1/jobs` body. Missing fields get docs/api.md's defaults, field by
     /// field; `null` for a timeout means none. Errors name the offending field.
     pub fn from_json(body: &Value) -> Result<Self, EngineError> {
         // Numbers are compared by value: `30.0` is as good as `30` for an integer option.
@@ -268,7 +268,7 @@ fn integral_floats_to_integers(value: &mut Value) {
     }
 }
 
-/// The most providers an activity may list (API.md, Hardening).
+/// The most providers an activity may list (docs/api.md, `POST /v1/jobs`).
 pub const MAX_PROVIDERS: usize = 32;
 
 /// The longest timeout accepted: one year.

@@ -1,4 +1,4 @@
-//! The bodies of API.md's requests and responses, shared by the server and the worker SDK
+//! The bodies of docs/api.md's requests and responses, shared by the server and the worker SDK
 //! so that the two cannot disagree.
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -11,7 +11,7 @@ use crate::model::{
 };
 
 /// The body of `POST /v1/jobs` as sent: exactly one of `workflow` or `activity`; every
-/// missing field gets API.md's default when the engine resolves it.
+/// missing field gets docs/api.md's default when the engine resolves it.
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 pub struct JobRequestBody {
     /// The workflow to run (a workflow job).
@@ -153,7 +153,7 @@ pub struct ErrorBody {
 /// What went wrong.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
-    /// A snake_case code from API.md (e.g. `attempt_in_flight`).
+    /// A snake_case code from docs/api.md (e.g. `attempt_in_flight`).
     pub code: String,
     /// For humans.
     pub message: String,

@@ -1,6 +1,6 @@
-//! onceflow's wire protocol: the types of API.md, shared by the engine (server) and the
+//! onceflow's wire protocol: the types of docs/api.md, shared by the engine (server) and the
 //! worker SDK (client). Status words, field names and shapes here are a promise to
-//! clients in every language; see `API.md`.
+//! clients in every language; see `docs/api.md`.
 
 #![warn(missing_docs)]
 

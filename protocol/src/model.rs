@@ -1,5 +1,5 @@
-//! The wire nouns of onceflow (DESIGN.md, Vocabulary): jobs, activities, attempts, events,
-//! contracts and certifications, with their statuses spelled exactly as in API.md.
+//! The wire nouns of onceflow (docs/design.md, Vocabulary): jobs, activities, attempts, events,
+//! contracts and certifications, with their statuses spelled exactly as in docs/api.md.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -14,7 +14,7 @@ macro_rules! status_enum {
         pub enum $name { $( $(#[$vmeta])* $variant ),+ }
 
         impl $name {
-            /// The exact word API.md and the database use for this status.
+            /// The exact word docs/api.md and the database use for this status.
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }
@@ -91,7 +91,7 @@ impl ActivityStatus {
 }
 
 status_enum! {
-    /// An attempt's status (DESIGN.md, State machines).
+    /// An attempt's status (docs/design.md, State machines).
     AttemptStatus {
         /// `scheduled`: live; waits to be handed to a worker, which gives it its lease token.
         Scheduled => "scheduled",
@@ -159,7 +159,7 @@ status_enum! {
 }
 
 status_enum! {
-    /// What a token may do (API.md, Conventions).
+    /// What a token may do (docs/api.md, Conventions).
     Role {
         /// Submits and reads its owner's jobs.
         Client => "client",
@@ -298,7 +298,7 @@ impl ErrorInfo {
     }
 }
 
-/// A job as API.md shows it, with its activities and their attempts.
+/// A job as docs/api.md shows it, with its activities and their attempts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobView {
     /// The job's id (UUIDv7), as in `GET /v1/jobs/{id}`.
@@ -358,7 +358,7 @@ pub struct ActivityView {
     pub attempts: Vec<AttemptView>,
 }
 
-/// One attempt as API.md shows it.
+/// One attempt as docs/api.md shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AttemptView {
     /// The attempt's id; workers address it by this id.
@@ -596,7 +596,7 @@ pub struct ScheduleEvent {
     /// When it happened.
     pub at: DateTime<Utc>,
     /// `created`, `replaced`, `paused`, `resumed`, `fired`, `skipped_overlap`,
-    /// `skipped_too_old` or `fire_failed` (JSON `type`).
+    /// `skipped_too_old` or `exhausted` (JSON `type`).
     #[serde(rename = "type")]
     pub kind: String,
     /// The tick it concerns (the first one, for `skipped_too_old`).

@@ -588,7 +588,7 @@ macro_rules! rules {
         }
     };
 }
-/// The API.md error code of a result that must be an error.
+/// The docs/api.md error code of a result that must be an error.
 pub fn code_of<T: std::fmt::Debug>(
     result: &Result<T, onceflow_engine::EngineError>,
 ) -> &'static str {

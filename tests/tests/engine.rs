@@ -1,4 +1,4 @@
-//! The rules of the engine (DESIGN.md, Invariants), each a test on its own fresh
+//! The rules of the engine (docs/design.md, Invariants), each a test on its own fresh
 //! PostgreSQL database. `docs/guarantees.md` maps each invariant to these tests.
 
 mod engine {

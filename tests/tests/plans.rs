@@ -379,7 +379,7 @@ async fn activity_job_claim_and_completion_add_no_job_index_entries() {
     );
 }
 
-/// DESIGN.md's Scale-out: every table carries `owner_id` and every primary or unique key
+/// docs/design.md's Scale-out: every table carries `owner_id` and every primary or unique key
 /// includes it, so the schema can be distributed by owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_unique_key_includes_the_owner() {

@@ -1,4 +1,4 @@
-//! [`Client`]: submit jobs and read them, as API.md's client (and operator) endpoints.
+//! [`Client`]: submit jobs and read them, as docs/api.md's client (and operator) endpoints.
 
 use std::path::PathBuf;
 use std::time::Duration;

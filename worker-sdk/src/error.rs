@@ -36,12 +36,12 @@ impl ActivityError {
 /// Errors of the SDK: talking to the engine, or misconfiguration.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SdkError {
-    /// The engine answered with an API error (see API.md for the codes).
+    /// The engine answered with an API error (see docs/api.md for the codes).
     #[error("{status} {code}: {message}")]
     Api {
         /// The HTTP status.
         status: u16,
-        /// The API.md error code, e.g. `attempt_in_flight`.
+        /// The docs/api.md error code, e.g. `attempt_in_flight`.
         code: String,
         /// For humans.
         message: String,
@@ -57,7 +57,7 @@ pub enum SdkError {
 }
 
 impl SdkError {
-    /// The API.md error code, if the engine answered one.
+    /// The docs/api.md error code, if the engine answered one.
     pub fn code(&self) -> Option<&str> {
         match self {
             SdkError::Api { code, .. } => Some(code),

@@ -1,4 +1,4 @@
-//! JSON over HTTP to the engine, with API.md's error bodies decoded into [`SdkError`].
+//! JSON over HTTP to the engine, with docs/api.md's error bodies decoded into [`SdkError`].
 
 use std::time::Duration;
 

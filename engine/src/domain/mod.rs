@@ -51,7 +51,7 @@ pub use submit::Submission;
 pub use views::{JobListQuery, JobPage, StuckAttemptsQuery};
 pub use workflow::WorkflowTaskOutcome;
 
-/// The engine: every domain operation of DESIGN.md over one [`Store`]. Cheap to clone;
+/// The engine: every domain operation of docs/design.md over one [`Store`]. Cheap to clone;
 /// any number of engines may run against one database at once.
 #[derive(Clone)]
 pub struct Engine {

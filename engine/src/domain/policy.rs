@@ -1,4 +1,4 @@
-//! What happens after an attempt ends (API.md): retry the same provider with backoff,
+//! What happens after an attempt ends (docs/api.md): retry the same provider with backoff,
 //! fail over to the next certified provider, wait for a person, or fail the activity with
 //! `providers_exhausted`. Runs inside the transaction that ended the attempt, under the
 //! job lock.

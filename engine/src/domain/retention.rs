@@ -1,4 +1,4 @@
-//! Retention (DESIGN.md, Performance shape): finished jobs are pruned by a setting, never
+//! Retention (docs/design.md, Performance shape): finished jobs are pruned by a setting, never
 //! by hand. Safe to run in any number of processes at once.
 
 use std::time::Duration;

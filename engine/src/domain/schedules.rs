@@ -1,4 +1,4 @@
-//! Cron schedules (API.md, Schedules). A schedule never invents a second exactly-once
+//! Cron schedules (docs/api.md, Schedules). A schedule never invents a second exactly-once
 //! mechanism: each tick is an ordinary submission whose idempotency key is
 //! `schedule:{name}:{tick time}`, so invariant 1 makes a duplicate tick impossible. The
 //! scheduler pass ([`Engine::run_schedules`]) takes due schedules without waiting

@@ -1,4 +1,4 @@
-//! Reads the web UI (and any client) needs beyond API.md's core: who a token is, and the
+//! Reads the web UI (and any client) needs beyond docs/api.md's core: who a token is, and the
 //! activities' contracts with their providers' certifications.
 
 use axum::extract::State;

@@ -1,6 +1,6 @@
 //! The HTTP layer's errors and their JSON bodies. Every rejection the server makes, from
 //! routing to the domain, becomes `{"error": {"code", "message", "details"}}` here, with
-//! the status API.md gives it.
+//! the status docs/api.md gives it.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -42,7 +42,7 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// The API.md code.
+    /// The docs/api.md code.
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::Engine(e) => e.code(),
@@ -77,7 +77,7 @@ impl ApiError {
         }
     }
 
-    /// The error as API.md's error body shows it (its `error` member).
+    /// The error as docs/api.md's error body shows it (its `error` member).
     pub fn detail(&self) -> ErrorDetail {
         ErrorDetail {
             code: self.code().to_owned(),

@@ -1,4 +1,4 @@
-//! Extractors: the caller behind a bearer token, JSON bodies that fail as API.md says,
+//! Extractors: the caller behind a bearer token, JSON bodies that fail as docs/api.md says,
 //! query strings and path ids.
 
 use axum::body::Bytes;

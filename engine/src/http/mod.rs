@@ -1,4 +1,4 @@
-//! The HTTP server: API.md over axum. Handlers talk to the domain only through
+//! The HTTP server: docs/api.md over axum. Handlers talk to the domain only through
 //! [`Engine`]; every rejection is a JSON error from [`error::ApiError`].
 
 pub mod admin;
@@ -160,7 +160,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     doc
 }
 
-/// The application: every route of API.md with its limits and error handling.
+/// The application: every route of docs/api.md with its limits and error handling.
 pub fn router(state: AppState) -> Router {
     let timeout = state.config.request_timeout;
     let (api, _) = api_routes().split_for_parts();

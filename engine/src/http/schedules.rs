@@ -1,4 +1,4 @@
-//! Schedule endpoints (API.md, Schedules): owner-scoped like jobs, role `client`.
+//! Schedule endpoints (docs/api.md, Schedules): owner-scoped like jobs, role `client`.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -1,4 +1,4 @@
-//! Invariant 6 and API.md "What happens after an attempt ends": retries, failover only to
+//! Invariant 6 and docs/api.md "What happens after an attempt ends": retries, failover only to
 //! certified providers, contracts checked on the engine side.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Retention (DESIGN.md, Performance shape): finished jobs are pruned by a setting, never
+//! Retention (docs/design.md, Performance shape): finished jobs are pruned by a setting, never
 //! by hand. A job is deleted with everything it owns only once it finished longer ago than
 //! the retention and none of its attempts is live; its idempotency key is free afterwards.
 

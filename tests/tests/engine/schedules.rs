@@ -1,4 +1,4 @@
-//! The scheduler's exactly-once (API.md, Schedules): each tick is a submission under key
+//! The scheduler's exactly-once (docs/api.md, Schedules): each tick is a submission under key
 //! `schedule:{name}:{tick}`, advanced under a version CAS, taken by one engine at a time.
 
 use std::collections::{BTreeMap, BTreeSet};

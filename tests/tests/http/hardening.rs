@@ -1,4 +1,4 @@
-//! Any bytes in (API.md, Hardening): text holding U+0000 anywhere, numbers out of range,
+//! Any bytes in (docs/api.md, Conventions): text holding U+0000 anywhere, numbers out of range,
 //! opaque lease tokens, bounded provider lists and paged events. Bad input gets a clear
 //! error naming the field and changes nothing; a worker's answer that cannot be stored
 //! ends its attempt instead of wedging it. Never a 500.

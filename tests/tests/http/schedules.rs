@@ -1,4 +1,4 @@
-//! Schedules over HTTP (API.md, Schedules): every tick one job, however many engines run.
+//! Schedules over HTTP (docs/api.md, Schedules): every tick one job, however many engines run.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
