@@ -1,7 +1,8 @@
-//! API.md over real HTTP on loopback, against real PostgreSQL: every path, status code,
+//! docs/api.md over real HTTP on loopback, against real PostgreSQL: every path, status code,
 //! error code and header a client relies on.
 
 mod http {
+    mod api_docs;
     mod auth;
     mod cli;
     mod dev;
