@@ -92,7 +92,7 @@ pub struct AppState {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "onceflow", description = "A durable workflow engine whose first promise is one job per intent. See API.md."),
+    info(title = "onceflow", description = "A durable workflow engine whose first promise is one job per intent. The contract, in prose: docs/api.md in the repository."),
     components(schemas(error::ErrorBody)),
     modifiers(&BearerAuth),
     security(("bearer" = []))
