@@ -29,7 +29,9 @@ SELECT p.owner_id, ids.job_id, v.seq, ids.at, v.type, CASE WHEN v.seq > 1 THEN i
        CASE v.seq
            WHEN 1 THEN json_object('kind', 'activity', 'idempotency_key', p.key_prefix || ids.i)
            WHEN 2 THEN json_object('seq', 0, 'number', 1, 'reason', 'first', 'provider', p.provider)
-           WHEN 3 THEN json_object('number', 1, 'provider', p.provider)
+           WHEN 3 THEN json_object('number', 1, 'provider', p.provider, 'lease_expires_at',
+                                   strftime('%Y-%m-%dT%H:%M:%S', (ids.at + 30000000) / 1000000, 'unixepoch')
+                                   || printf('.%06dZ', (ids.at + 30000000) % 1000000))
            WHEN 4 THEN json_object('number', 1, 'provider', p.provider)
            ELSE json_object('completed_by', ids.attempt_id)
        END
