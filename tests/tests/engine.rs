@@ -15,5 +15,6 @@ mod engine {
     mod leases;
     mod retention;
     mod schedules;
+    mod seeding;
     mod store_guards;
 }

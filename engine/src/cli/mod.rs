@@ -1,7 +1,7 @@
 //! The `onceflow` command line: the server, migrations, tokens, and the operator
 //! commands (which talk to a running server over HTTP).
 
-mod bench;
+pub mod bench;
 mod demo;
 mod dev;
 mod operator;
