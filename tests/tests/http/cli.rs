@@ -195,12 +195,15 @@ rules! {
         }).await;
         server.api.submit(&server.tokens.client, "busy", &job("busy", 600)).await;
         let started = server.api.poll(&server.tokens.worker, "primary-llm", 2000).await.remove(0)["attempt_id"].as_str().unwrap().to_owned();
+        let claimed = std::time::Instant::now();
         let env = [("ONCEFLOW_URL", server.api.url.as_str()), ("ONCEFLOW_OPERATOR_TOKEN", server.tokens.operator.as_str())];
         // By default, as the Stuck page: an unknown attempt of any age (this one is seconds
         // old), and a started one only after 60 s.
         let (ok, listed, stderr) = run(&["attempts", "stuck"], &env).await;
         assert!(ok, "{stderr}");
-        assert!(listed.contains(&unknown) && !listed.contains(&started), "{listed}");
+        assert!(listed.contains(&unknown), "{listed}");
+        // (On a machine so loaded that the started attempt is 60 s old by now, it belongs.)
+        assert!(!listed.contains(&started) || claimed.elapsed().as_secs() >= 60, "{listed}");
         let (ok, listed, stderr) = run(&["attempts", "stuck", "--older-than", "0s"], &env).await;
         assert!(ok, "{stderr}");
         assert!(listed.contains(&unknown) && listed.contains(&started), "{listed}");
