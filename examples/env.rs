@@ -15,8 +15,12 @@ impl Env {
         let get = |name: &str| {
             std::env::var(name).map_err(|_| {
                 anyhow::anyhow!(
-                    "{name} is not set. Start a server and mint tokens, e.g.:\n  \
-                     onceflow serve --database-url postgres://… &\n  \
+                    "{name} is not set. The quickest way: run `onceflow dev` (or `cargo run -- dev`) \
+                     in another terminal, then, here, from the directory it runs in:\n  \
+                     source .onceflow/tokens.env\n\
+                     Or against `onceflow serve` (PostgreSQL), mint the tokens yourself:\n  \
+                     export ONCEFLOW_DATABASE_URL=postgres://…\n  \
+                     onceflow serve &\n  \
                      export ONCEFLOW_URL=http://127.0.0.1:7380\n  \
                      export ONCEFLOW_CLIENT_TOKEN=$(onceflow token create --owner demo --role client)\n  \
                      export ONCEFLOW_WORKER_TOKEN=$(onceflow token create --owner '*' --role worker)\n  \

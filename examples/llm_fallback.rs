@@ -8,7 +8,7 @@
 //! 4. the stalled primary answers late: its result is `lost` (discarded, logged).
 //!
 //! Run against a server (see `examples/env.rs` for the variables):
-//! `cargo run --release --example llm_fallback`. Exits non-zero, with the reason, unless
+//! `cargo run --example llm_fallback`. Exits non-zero, with the reason, unless
 //! the story played out as told.
 
 #[path = "env.rs"]

@@ -9,7 +9,7 @@
 //!    it already made; the job succeeds with it. One charge in all.
 //!
 //! Run against a server (see `examples/env.rs` for the variables):
-//! `cargo run --release --example payments`. Exits non-zero, with the reason, unless the
+//! `cargo run --example payments`. Exits non-zero, with the reason, unless the
 //! story played out as told.
 
 #[path = "env.rs"]

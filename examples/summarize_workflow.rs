@@ -3,7 +3,7 @@
 //! resumes where it was, without re-running finished steps.
 //!
 //! Run against a server (see `examples/env.rs` for the variables):
-//! `cargo run --release --example summarize_workflow`. Exits non-zero, with the reason,
+//! `cargo run --example summarize_workflow`. Exits non-zero, with the reason,
 //! unless the story played out as told.
 
 #[path = "env.rs"]

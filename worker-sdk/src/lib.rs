@@ -92,3 +92,9 @@ pub use worker::{CertificationReport, Worker, WorkerBuilder, WorkerStats};
 pub use workflow::{
     ActivityCall, ActivityFailed, ActivityFuture, Sleep, WorkflowContext, WorkflowError,
 };
+
+/// `docs/workflows.md`, whose Rust blocks are compiled as doctests (`cargo test --doc -p
+/// onceflow-worker`): the page a newcomer writes a workflow from builds as written.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/workflows.md")]
+pub mod workflows_page {}

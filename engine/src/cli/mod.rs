@@ -220,25 +220,73 @@ enum TokenCommand {
     },
 }
 
-/// Where the server is and how to authenticate. Its `Debug` shows no token.
+/// Where the server is and how to authenticate, as given on the command line. Its
+/// `Debug` shows no token.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
     /// The server's base URL (`https://…` trusts the system's roots plus the PEM file
-    /// named by ONCEFLOW_CA_CERT).
-    #[arg(long, env = "ONCEFLOW_URL", default_value = "http://127.0.0.1:7380")]
+    /// named by ONCEFLOW_CA_CERT). Optional.
+    #[arg(long, env = "ONCEFLOW_URL", default_value = DEFAULT_URL)]
     url: String,
-    /// An operator token (for `jobs show`, a client token of the job's owner works too).
+    /// The API token. Optional: without it, the role's variable that `onceflow dev`
+    /// writes to tokens.env is used (ONCEFLOW_OPERATOR_TOKEN for `attempts`, that or
+    /// ONCEFLOW_CLIENT_TOKEN for `jobs show`, ONCEFLOW_CLIENT_TOKEN for `schedules`).
     #[arg(long, env = "ONCEFLOW_TOKEN", hide_env_values = true)]
+    token: Option<SecretToken>,
+}
+
+/// The server's default base URL, `onceflow dev`'s and `serve`'s default address.
+const DEFAULT_URL: &str = "http://127.0.0.1:7380";
+
+/// A server to call and the token to call it with, resolved from [`ServerArgs`] and the
+/// environment. Its `Debug` shows no token.
+#[derive(Debug, Clone)]
+pub struct Server {
+    url: String,
     token: SecretToken,
 }
 
+impl ServerArgs {
+    /// The server and token: `--url`, else `ONCEFLOW_URL`, else [`DEFAULT_URL`]; `--token`,
+    /// else `ONCEFLOW_TOKEN`, else the first of `role_variables` that is set (non-empty).
+    /// The error names every flag and variable that was tried.
+    fn resolve(self, role_variables: &[&str]) -> Result<Server, String> {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let url = self.url;
+        let token = self
+            .token
+            .or_else(|| {
+                role_variables
+                    .iter()
+                    .find_map(|name| env(name).map(SecretToken::from))
+            })
+            .ok_or_else(|| {
+                format!(
+                    "no token: pass --token, or set ONCEFLOW_TOKEN or {} (`source .onceflow/tokens.env` after `onceflow dev` sets them)",
+                    role_variables.join(" or ")
+                )
+            })?;
+        Ok(Server { url, token })
+    }
+}
+
+/// The role variables of operator commands (`attempts`).
+const OPERATOR_TOKEN: &[&str] = &["ONCEFLOW_OPERATOR_TOKEN"];
+/// `jobs show`: an operator reads every owner's jobs, a client its own.
+const READER_TOKEN: &[&str] = &["ONCEFLOW_OPERATOR_TOKEN", "ONCEFLOW_CLIENT_TOKEN"];
+/// The role variables of `schedules` (schedules belong to a client's owner).
+const CLIENT_TOKEN: &[&str] = &["ONCEFLOW_CLIENT_TOKEN"];
+
 #[derive(Subcommand, Debug)]
 enum AttemptsCommand {
-    /// List attempts started or unknown for longer than a while, across owners.
+    /// List stuck attempts across owners, oldest first. By default the same list as the
+    /// web UI's Stuck page: every `unknown` attempt, whatever its age, and every attempt
+    /// `started` for 60s or more.
     Stuck {
-        /// Age, e.g. 60s, 5m, 2h (default 60s).
-        #[arg(long, default_value = "60s")]
-        older_than: String,
+        /// Only attempts in their status for at least this long, e.g. 0s, 60s, 5m, 2h
+        /// (`unknown` ones included). Default: `unknown` of any age, `started` for 60s.
+        #[arg(long)]
+        older_than: Option<String>,
         /// Comma-separated statuses (default: started,unknown).
         #[arg(long)]
         status: Option<String>,
@@ -303,7 +351,34 @@ fn database_url(args: &DatabaseArgs) -> Result<String, String> {
         .clone()
         .or_else(|| std::env::var("ONCEFLOW_DATABASE_URL").ok())
         .or_else(|| std::env::var("DATABASE_URL").ok())
-        .ok_or_else(|| "no database: pass --database-url or set ONCEFLOW_DATABASE_URL".to_owned())
+        .ok_or_else(|| {
+            "no database: pass --database-url postgres://… (or sqlite://PATH), or set \
+             ONCEFLOW_DATABASE_URL or DATABASE_URL"
+                .to_owned()
+        })
+}
+
+/// The one-line message for a PostgreSQL database that does not exist (SQLSTATE 3D000)
+/// at `url`, saying how to create it; `None` for any other error.
+fn missing_database(url: &str, error: &crate::error::StoreError) -> Option<String> {
+    let crate::error::StoreError::Database(sqlx::Error::Database(db)) = error else {
+        return None;
+    };
+    if db.code().as_deref() != Some("3D000") {
+        return None;
+    }
+    let options: sqlx::postgres::PgConnectOptions = url.parse().ok()?;
+    let name = options.get_database().unwrap_or(options.get_username());
+    let (host, port, user) = (
+        options.get_host(),
+        options.get_port(),
+        options.get_username(),
+    );
+    Some(format!(
+        "the database `{name}` does not exist on {host}:{port}: create it first \
+         (`createdb -h {host} -p {port} -U {user} {name}`, or `CREATE DATABASE \"{name}\";` \
+         in psql), then run this again (migrations create the tables)"
+    ))
 }
 
 async fn connect(args: &DatabaseArgs, max_connections: u32) -> Result<Engine, String> {
@@ -320,10 +395,17 @@ async fn connect_with(args: &DatabaseArgs, settings: &ConnectSettings) -> Result
         .await
         .map_err(|e| match e {
             crate::EngineError::InvalidRequest(message) => message,
-            crate::EngineError::Unavailable(source) => {
-                format!("cannot connect to the database: {source}")
-            }
-            other => format!("cannot connect to the database: {other:?}"),
+            crate::EngineError::Unavailable(source) => missing_database(&url, &source)
+                .unwrap_or_else(|| {
+                    format!(
+                        "cannot connect to the database: {}",
+                        onceflow_worker::with_causes(&source)
+                    )
+                }),
+            other => format!(
+                "cannot connect to the database: {}",
+                onceflow_worker::with_causes(&other)
+            ),
         })
 }
 
@@ -347,7 +429,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             engine
                 .migrate()
                 .await
-                .map_err(|e| format!("migration failed: {e:?}"))?;
+                .map_err(|e| format!("migration failed: {}", onceflow_worker::with_causes(&e)))?;
             eprintln!("migrations applied");
             Ok(())
         }
@@ -371,22 +453,30 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             status,
             server,
         }) => {
-            let age = parse_age(&older_than)?;
-            operator::stuck(&server, age, status.as_deref()).await
+            let ages = match older_than {
+                Some(age) => operator::StuckAges::same(parse_age(&age)?),
+                None => operator::StuckAges::STUCK_PAGE,
+            };
+            let server = server.resolve(OPERATOR_TOKEN)?;
+            operator::stuck(&server, ages, status.as_deref()).await
         }
         Command::Attempts(AttemptsCommand::Cancel { id, reason, server }) => {
-            operator::cancel(&server, &id, &reason).await
+            operator::cancel(&server.resolve(OPERATOR_TOKEN)?, &id, &reason).await
         }
-        Command::Jobs(JobsCommand::Show { id, server }) => operator::show_job(&server, &id).await,
-        Command::Schedules(SchedulesCommand::List { server }) => schedules::list(&server).await,
+        Command::Jobs(JobsCommand::Show { id, server }) => {
+            operator::show_job(&server.resolve(READER_TOKEN)?, &id).await
+        }
+        Command::Schedules(SchedulesCommand::List { server }) => {
+            schedules::list(&server.resolve(CLIENT_TOKEN)?).await
+        }
         Command::Schedules(SchedulesCommand::Show { name, server }) => {
-            schedules::show(&server, &name).await
+            schedules::show(&server.resolve(CLIENT_TOKEN)?, &name).await
         }
         Command::Schedules(SchedulesCommand::Pause { name, server }) => {
-            schedules::set_paused(&server, &name, true).await
+            schedules::set_paused(&server.resolve(CLIENT_TOKEN)?, &name, true).await
         }
         Command::Schedules(SchedulesCommand::Resume { name, server }) => {
-            schedules::set_paused(&server, &name, false).await
+            schedules::set_paused(&server.resolve(CLIENT_TOKEN)?, &name, false).await
         }
         Command::Bench(args) => bench::run(args).await,
         Command::BenchWorker(args) => bench::run_worker_process(args).await,
@@ -413,7 +503,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         engine
             .migrate()
             .await
-            .map_err(|e| format!("migration failed: {e:?}"))?;
+            .map_err(|e| format!("migration failed: {}", onceflow_worker::with_causes(&e)))?;
     }
     let listener = tokio::net::TcpListener::bind(config.bind)
         .await

@@ -2,12 +2,12 @@
 
 use serde_json::Value;
 
-use super::ServerArgs;
+use super::Server;
 use crate::model::{JobEvent, JobView};
 use onceflow_protocol::timeline::{render_timeline, short_time};
 
 pub(super) async fn call(
-    server: &ServerArgs,
+    server: &Server,
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
@@ -41,20 +41,76 @@ pub(super) async fn call(
     }
 }
 
-/// `onceflow attempts stuck`.
-pub async fn stuck(
-    server: &ServerArgs,
-    older_than_s: u64,
-    status: Option<&str>,
-) -> Result<(), String> {
-    let mut path = format!("/v1/attempts?older_than_s={older_than_s}");
-    if let Some(status) = status {
-        path.push_str(&format!("&status={status}"));
+/// How long an attempt must have been in its status to count as stuck, per status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StuckAges {
+    /// For `started` attempts, in seconds.
+    pub started_s: u64,
+    /// For `unknown` attempts, in seconds.
+    pub unknown_s: u64,
+}
+
+impl StuckAges {
+    /// The web UI's Stuck page and `attempts stuck` without `--older-than`: every
+    /// `unknown` attempt, and `started` ones after 60 s.
+    pub const STUCK_PAGE: StuckAges = StuckAges {
+        started_s: 60,
+        unknown_s: 0,
+    };
+
+    /// One age for both statuses (`--older-than`).
+    pub fn same(seconds: u64) -> StuckAges {
+        StuckAges {
+            started_s: seconds,
+            unknown_s: seconds,
+        }
     }
-    let answer = call(server, reqwest::Method::GET, &path, None).await?;
-    let attempts = answer["attempts"].as_array().cloned().unwrap_or_default();
+}
+
+/// `onceflow attempts stuck`: the attempts of `status` (a comma-separated list; default
+/// both) in their status for at least their age in `ages`, oldest first.
+pub async fn stuck(server: &Server, ages: StuckAges, status: Option<&str>) -> Result<(), String> {
+    let statuses: Vec<&str> = match status {
+        Some(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect(),
+        None => vec!["started", "unknown"],
+    };
+    // One query per age (the API takes one age): the server checks the statuses.
+    let mut by_age: Vec<(u64, Vec<&str>)> = Vec::new();
+    for s in statuses {
+        let age = if s == "unknown" {
+            ages.unknown_s
+        } else {
+            ages.started_s
+        };
+        match by_age.iter_mut().find(|(a, _)| *a == age) {
+            Some((_, list)) => list.push(s),
+            None => by_age.push((age, vec![s])),
+        }
+    }
+    let mut attempts: Vec<Value> = Vec::new();
+    for (age, list) in &by_age {
+        let path = format!(
+            "/v1/attempts?older_than_s={age}&status={}&limit=500",
+            list.join(",")
+        );
+        let mut answer = call(server, reqwest::Method::GET, &path, None).await?;
+        if let Value::Array(found) = answer["attempts"].take() {
+            attempts.extend(found);
+        }
+    }
+    let since = |a: &Value| {
+        a["since"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    };
+    attempts.sort_by_key(since);
     if attempts.is_empty() {
-        println!("no attempts stuck for {older_than_s}s or more");
+        // No status word here: `attempts stuck | grep unknown` must not match an empty list.
+        println!("no attempts stuck");
         return Ok(());
     }
     println!(
@@ -76,7 +132,7 @@ pub async fn stuck(
 }
 
 /// `onceflow attempts cancel`.
-pub async fn cancel(server: &ServerArgs, id: &str, reason: &str) -> Result<(), String> {
+pub async fn cancel(server: &Server, id: &str, reason: &str) -> Result<(), String> {
     let answer = call(
         server,
         reqwest::Method::POST,
@@ -95,7 +151,7 @@ pub async fn cancel(server: &ServerArgs, id: &str, reason: &str) -> Result<(), S
 }
 
 /// `onceflow jobs show`: the job's timeline.
-pub async fn show_job(server: &ServerArgs, id: &str) -> Result<(), String> {
+pub async fn show_job(server: &Server, id: &str) -> Result<(), String> {
     let job: JobView = serde_json::from_value(
         call(
             server,

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::operator::call;
-use super::ServerArgs;
+use super::Server;
 use onceflow_protocol::timeline::short_time;
 
 fn text(v: &Value) -> String {
@@ -17,7 +17,7 @@ fn text(v: &Value) -> String {
 }
 
 /// `onceflow schedules list`.
-pub async fn list(server: &ServerArgs) -> Result<(), String> {
+pub async fn list(server: &Server) -> Result<(), String> {
     let answer = call(server, reqwest::Method::GET, "/v1/schedules", None).await?;
     let schedules = answer["schedules"].as_array().cloned().unwrap_or_default();
     if schedules.is_empty() {
@@ -51,7 +51,7 @@ pub async fn list(server: &ServerArgs) -> Result<(), String> {
 }
 
 /// `onceflow schedules show`: the schedule and its latest events.
-pub async fn show(server: &ServerArgs, name: &str) -> Result<(), String> {
+pub async fn show(server: &Server, name: &str) -> Result<(), String> {
     let s = call(
         server,
         reqwest::Method::GET,
@@ -126,7 +126,7 @@ fn print_schedule(s: &Value) {
 }
 
 /// `onceflow schedules pause` / `resume`.
-pub async fn set_paused(server: &ServerArgs, name: &str, paused: bool) -> Result<(), String> {
+pub async fn set_paused(server: &Server, name: &str, paused: bool) -> Result<(), String> {
     let action = if paused { "pause" } else { "resume" };
     let s = call(
         server,

@@ -36,7 +36,7 @@ impl Engine {
         }
         let Some(contract) = tx.current_contract(owner, &activity.name).await? else {
             return Ok(Err(format!(
-                "no output contract is registered for activity `{}`, so no certification can exist",
+                "`{provider}` is not certified for the current contract: activity `{}` has no output contract registered, so no certification can exist",
                 activity.name
             )));
         };
@@ -46,11 +46,11 @@ impl Engine {
         Ok(match certification {
             Some(c) if c.passed => Ok(()),
             Some(_) => Err(format!(
-                "its latest certification for contract {} failed",
+                "`{provider}` is not certified for the current contract {}: its latest certification failed",
                 contract.contract_hash
             )),
             None => Err(format!(
-                "it has no certification for contract {}",
+                "`{provider}` is not certified for the current contract {}: it has no certification for it",
                 contract.contract_hash
             )),
         })
@@ -129,6 +129,8 @@ impl Engine {
             .iter()
             .position(|p| *p == ended.provider)
             .map_or(0, |i| i + 1);
+        // Why each later provider was passed over, for the error if none is left.
+        let mut skipped: Vec<String> = Vec::new();
         for provider in &activity.providers[start..] {
             match self.certified(tx, owner, &activity, provider).await? {
                 Ok(()) => {
@@ -153,17 +155,23 @@ impl Engine {
                         json!({ "seq": activity.seq, "provider": provider, "reason": reason }),
                     );
                     tracing::info!(job_id = %job.id, owner, provider = %provider, %reason, "failover skipped");
+                    skipped.push(reason);
                 }
             }
         }
 
-        let error = ErrorInfo::new(
-            "providers_exhausted",
-            format!(
-                "activity `{}` failed: no provider left to try after `{}` ({ended_status})",
-                activity.name, ended.provider
-            ),
+        let mut message = format!(
+            "activity `{}` failed: no provider left to try after `{}` ({ended_status})",
+            activity.name, ended.provider
         );
+        if !skipped.is_empty() {
+            message.push_str("; passed over: ");
+            message.push_str(&skipped.join("; "));
+            message.push_str(
+                " (failover moves only to a provider certified for the current contract)",
+            );
+        }
+        let error = ErrorInfo::new("providers_exhausted", message);
         tx.close_activity(owner, activity.id, ActivityStatus::Failed, Some(&error))
             .await?;
         events.push(

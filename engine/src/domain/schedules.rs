@@ -488,8 +488,9 @@ impl Engine {
     /// at once (its idempotency key is `schedule:{name}:{tick}`, and the schedule moves past
     /// the tick in the same transaction under a version CAS); a tick older than the
     /// schedule's catch-up window is skipped and counted, never fired; with
-    /// `overlap: skip` a tick whose previous job is still open is skipped with an event;
-    /// a schedule that cannot fire stops no other (see [`ScheduleReport::failed`]).
+    /// `overlap: skip` a tick whose previous job is still open is skipped with an event
+    /// (so when a pass catches up several missed ticks, the oldest fires and the younger
+    /// ones are skipped while its job is open; with `allow` each fires); a schedule that cannot fire stops no other (see [`ScheduleReport::failed`]).
     pub async fn run_schedules(&self) -> Result<ScheduleReport, EngineError> {
         let mut report = ScheduleReport::default();
         match self.next_schedule_due_in().await? {

@@ -43,9 +43,12 @@ pub async fn index() -> Response {
     response
 }
 
-/// The UI's routes: `/ui` redirects to `/ui/`, the assets, and the page everywhere else.
+/// The UI's routes: `/` and `/ui` redirect to `/ui/`, the assets, and the page everywhere
+/// else under `/ui/`.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        // Someone who opens the server's address in a browser lands on the UI.
+        .route("/", get(|| async { Redirect::temporary("/ui/") }))
         .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
         .route("/ui/", get(index))
         .route(

@@ -113,6 +113,11 @@ rules! {
         let events = engine.job_events(&owner(ALICE), job.id).await.unwrap();
         let skipped = events.iter().find(|e| e.kind == "failover_skipped").expect("failover_skipped is logged");
         assert_eq!(skipped.data["provider"], json!("fallback-llm"));
+        let reason = skipped.data["reason"].as_str().unwrap();
+        assert!(reason.contains("`fallback-llm` is not certified for the current contract"), "{reason}");
+        // The job's error says why nobody took over, not only that nobody did.
+        let message = &job.error.as_ref().unwrap().message;
+        assert!(message.contains("after `primary-llm`") && message.contains("`fallback-llm` is not certified for the current contract"), "{message}");
         assert!(events.iter().any(|e| e.kind == "job_failed"));
         assert!(claim(&engine, &owner(ALICE), "w1", "fallback-llm", 1).await.is_empty());
     }

@@ -94,6 +94,41 @@ rules! {
         assert_eq!(fired.data["existing"], json!(true));
     }
 
+    async fn a_catch_up_fires_every_missed_tick_with_allow_and_only_the_oldest_with_skip(db) {
+        // No scheduler runs for three ticks; then one pass catches up (window: 300 s).
+        let engine = db.engine();
+        let allow = engine.put_schedule(ALICE, "allow", &every_second(Overlap::Allow)).await.unwrap();
+        let skip = engine.put_schedule(ALICE, "skip", &every_second(Overlap::Skip)).await.unwrap();
+        let first = skip.schedule.next_fire_at.expect("a next tick");
+        let third = first + chrono::Duration::seconds(2);
+        wait_for("three ticks to pass", Duration::from_secs(10), || async { db.clock().await > third }).await;
+        engine.run_schedules().await.unwrap();
+        let allow_now = engine.pause_schedule(ALICE, "allow").await.unwrap();
+        let skip_now = engine.pause_schedule(ALICE, "skip").await.unwrap();
+
+        // `allow`: each missed tick fires, once, in order.
+        assert!(allow_now.fired_count >= 3, "{allow_now:?}");
+        assert_eq!((allow_now.skipped_overlap_count, allow_now.skipped_too_old_count), (0, 0));
+        let allow_first = allow.schedule.next_fire_at.unwrap();
+        let allow_keys: Vec<String> = keys(db).await.into_iter().filter(|k| k.starts_with("schedule:allow:")).collect();
+        for n in 0..3 {
+            let key = tick_key("allow", allow_first + chrono::Duration::seconds(n));
+            assert!(allow_keys.contains(&key), "{key} fired: {allow_keys:?}");
+        }
+
+        // `skip`: the oldest missed tick fires; its job is still open (no worker), so every
+        // younger missed tick is skipped for overlap, naming that job.
+        assert_eq!(skip_now.fired_count, 1, "{skip_now:?}");
+        assert!(skip_now.skipped_overlap_count >= 2, "{skip_now:?}");
+        assert_eq!(skip_now.last_fired_at, Some(first), "the oldest missed tick is the one that fires");
+        let events = engine.schedule_events(ALICE, "skip", None).await.unwrap();
+        let fired = events.iter().find(|e| e.kind == "fired").expect("a fired event");
+        assert_eq!(fired.tick_at, Some(first));
+        let skipped: Vec<_> = events.iter().filter(|e| e.kind == "skipped_overlap").collect();
+        assert_eq!(skipped.len() as u64, skip_now.skipped_overlap_count);
+        assert!(skipped.iter().all(|e| e.job_id == fired.job_id && e.tick_at > Some(first)), "{skipped:?}");
+    }
+
     async fn a_stale_schedule_writer_loses(db) {
         let engine = db.engine();
         engine.put_schedule(ALICE, "guarded", &every_second(Overlap::Skip)).await.unwrap();

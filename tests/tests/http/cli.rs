@@ -3,15 +3,123 @@
 use std::process::Command;
 
 use onceflow_tests::server::{onceflow_binary, TestServer};
-use onceflow_tests::{rules, wait_for};
+use onceflow_tests::{admin_url, rules, wait_for};
 use serde_json::json;
+
+/// Runs `onceflow` off the async runtime, with owned arguments and variables.
+async fn run(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        onceflow(&args, &env)
+    })
+    .await
+    .expect("onceflow ran")
+}
+
+#[test]
+fn the_server_commands_need_no_url_or_token_flag_and_say_where_the_token_comes_from() {
+    for command in [
+        &["attempts", "stuck"][..],
+        &["jobs", "show"],
+        &["schedules", "list"],
+    ] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let (ok, help, stderr) = onceflow(&args, &[]);
+        assert!(ok, "{stderr}");
+        let usage = help
+            .lines()
+            .find(|l| l.starts_with("Usage:"))
+            .expect("a usage line");
+        assert!(
+            !usage.contains("--url") && !usage.contains("--token"),
+            "{command:?}: {usage}"
+        );
+        assert!(
+            help.contains("[default: http://127.0.0.1:7380]")
+                && help.contains("[env: ONCEFLOW_URL"),
+            "{help}"
+        );
+        assert!(
+            help.contains("ONCEFLOW_OPERATOR_TOKEN") && help.contains("ONCEFLOW_CLIENT_TOKEN"),
+            "{help}"
+        );
+    }
+    let (_, help, _) = onceflow(&["attempts", "stuck", "--help"], &[]);
+    assert!(help.contains("Stuck page"), "{help}");
+}
+
+#[test]
+fn token_create_without_a_database_names_the_flag_and_both_variables() {
+    let (ok, _, stderr) = onceflow(
+        &["token", "create", "--owner", "a", "--role", "client"],
+        &[],
+    );
+    assert!(!ok);
+    for needle in ["--database-url", "ONCEFLOW_DATABASE_URL", "or DATABASE_URL"] {
+        assert!(stderr.contains(needle), "{needle} in {stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_and_migrate_name_a_missing_database_and_how_to_create_it() {
+    let name = format!("onceflow_missing_{}", uuid::Uuid::new_v4().simple());
+    let admin = admin_url();
+    let (base, last) = admin.rsplit_once('/').expect("a database URL");
+    let query = last
+        .split_once('?')
+        .map(|(_, q)| format!("?{q}"))
+        .unwrap_or_default();
+    let url = format!("{base}/{name}{query}");
+    for args in [
+        vec!["migrate", "--database-url", &url],
+        vec!["serve", "--database-url", &url, "--bind", "127.0.0.1:0"],
+    ] {
+        let (ok, _, stderr) = run(&args, &[]).await;
+        assert!(!ok, "{args:?} fails");
+        let text = stderr.trim_end();
+        assert!(!text.contains('\n'), "one line: {text}");
+        assert!(
+            text.contains(&format!("the database `{name}` does not exist")),
+            "{text}"
+        );
+        assert!(
+            text.contains("createdb ") && text.contains("CREATE DATABASE"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("Database(") && !text.contains('{'),
+            "no Rust debug output: {text}"
+        );
+    }
+}
+
+/// The variables the commands read (`tokens.env`'s among them): none leaks in from the
+/// environment the tests run in.
+const VARIABLES: [&str; 9] = [
+    "ONCEFLOW_URL",
+    "ONCEFLOW_TOKEN",
+    "ONCEFLOW_CLIENT_TOKEN",
+    "ONCEFLOW_WORKER_TOKEN",
+    "ONCEFLOW_OPERATOR_TOKEN",
+    "ONCEFLOW_ADMIN_TOKEN",
+    "ONCEFLOW_DATABASE_URL",
+    "DATABASE_URL",
+    "ONCEFLOW_CA_CERT",
+];
 
 fn onceflow(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let mut command = Command::new(onceflow_binary());
-    command
-        .args(args)
-        .env_remove("ONCEFLOW_URL")
-        .env_remove("ONCEFLOW_TOKEN");
+    command.args(args);
+    for name in VARIABLES {
+        command.env_remove(name);
+    }
     for (k, v) in env {
         command.env(k, v);
     }
@@ -74,6 +182,59 @@ rules! {
         }
         let (ok, _, stderr) = run(vec!["attempts".into(), "cancel".into(), attempt, "--reason".into(), "again".into(), "--token".into(), "of_nope".into()]).await.unwrap();
         assert!(!ok && stderr.contains("unauthenticated"), "{stderr}");
+    }
+
+    async fn attempts_stuck_lists_what_the_ui_stuck_page_lists(db) {
+        let server = TestServer::start(db).await;
+        let job = |key: &str, heartbeat: u64| json!({"activity": "generate", "providers": ["primary-llm"],
+            "input": {"key": key}, "options": {"heartbeat_timeout_s": heartbeat}});
+        let lost = server.api.submit(&server.tokens.client, "lost", &job("lost", 1)).await.body["id"].as_str().unwrap().to_owned();
+        let unknown = server.api.poll(&server.tokens.worker, "primary-llm", 2000).await.remove(0)["attempt_id"].as_str().unwrap().to_owned();
+        wait_for("unknown", std::time::Duration::from_secs(10), || async {
+            server.api.get(&format!("/v1/jobs/{lost}"), &server.tokens.client).await.body["activities"][0]["attempts"][0]["status"] == json!("unknown")
+        }).await;
+        server.api.submit(&server.tokens.client, "busy", &job("busy", 600)).await;
+        let started = server.api.poll(&server.tokens.worker, "primary-llm", 2000).await.remove(0)["attempt_id"].as_str().unwrap().to_owned();
+        let claimed = std::time::Instant::now();
+        let env = [("ONCEFLOW_URL", server.api.url.as_str()), ("ONCEFLOW_OPERATOR_TOKEN", server.tokens.operator.as_str())];
+        // By default, as the Stuck page: an unknown attempt of any age (this one is seconds
+        // old), and a started one only after 60 s.
+        let (ok, listed, stderr) = run(&["attempts", "stuck"], &env).await;
+        assert!(ok, "{stderr}");
+        assert!(listed.contains(&unknown), "{listed}");
+        // (On a machine so loaded that the started attempt is 60 s old by now, it belongs.)
+        assert!(!listed.contains(&started) || claimed.elapsed().as_secs() >= 60, "{listed}");
+        let (ok, listed, stderr) = run(&["attempts", "stuck", "--older-than", "0s"], &env).await;
+        assert!(ok, "{stderr}");
+        assert!(listed.contains(&unknown) && listed.contains(&started), "{listed}");
+        let (ok, listed, stderr) = run(&["attempts", "stuck", "--older-than", "1h"], &env).await;
+        assert!(ok, "{stderr}");
+        assert!(listed.contains("no attempts stuck") && !listed.contains("unknown"), "{listed}");
+    }
+
+    async fn the_cli_takes_its_roles_token_from_the_variables_of_tokens_env(db) {
+        let server = TestServer::start(db).await;
+        let id = server.api.submit(&server.tokens.client, "k", &json!({"activity": "generate", "providers": ["primary-llm"]})).await.body["id"].as_str().unwrap().to_owned();
+        let url = server.api.url.as_str();
+        let everything = [("ONCEFLOW_URL", url), ("ONCEFLOW_OPERATOR_TOKEN", server.tokens.operator.as_str()),
+            ("ONCEFLOW_CLIENT_TOKEN", server.tokens.client.as_str()), ("ONCEFLOW_WORKER_TOKEN", server.tokens.worker.as_str())];
+        for args in [&["attempts", "stuck"][..], &["jobs", "show", &id], &["schedules", "list"]] {
+            let (ok, _, stderr) = run(args, &everything).await;
+            assert!(ok, "{args:?} with the variables of tokens.env: {stderr}");
+        }
+        // A client token alone reads its own job.
+        let (ok, shown, stderr) = run(&["jobs", "show", &id], &[("ONCEFLOW_URL", url), ("ONCEFLOW_CLIENT_TOKEN", &server.tokens.client)]).await;
+        assert!(ok && shown.contains("generate"), "{shown}{stderr}");
+        // --token and ONCEFLOW_TOKEN come first.
+        let (ok, _, stderr) = run(&["attempts", "stuck", "--token", "of_nope"], &everything).await;
+        assert!(!ok && stderr.contains("unauthenticated"), "{stderr}");
+        let mut with_token = everything.to_vec();
+        with_token.push(("ONCEFLOW_TOKEN", "of_nope"));
+        let (ok, _, stderr) = run(&["attempts", "stuck"], &with_token).await;
+        assert!(!ok && stderr.contains("unauthenticated"), "{stderr}");
+        // Without any, the error says what to set.
+        let (ok, _, stderr) = run(&["schedules", "list"], &[("ONCEFLOW_URL", url), ("ONCEFLOW_OPERATOR_TOKEN", &server.tokens.operator)]).await;
+        assert!(!ok && stderr.contains("--token") && stderr.contains("ONCEFLOW_CLIENT_TOKEN") && stderr.contains("tokens.env"), "{stderr}");
     }
 
     async fn schedules_are_listed_shown_paused_and_resumed_from_the_terminal(db) {

@@ -57,6 +57,13 @@ rules! {
         }
     }
 
+    async fn root_points_to_the_ui(db) {
+        let server = TestServer::start(db).await;
+        let root = raw_get(&server, "/").await;
+        assert_eq!(root.status(), StatusCode::TEMPORARY_REDIRECT);
+        assert_eq!(root.headers()["location"], "/ui/");
+    }
+
     async fn whoami_tells_any_token_its_owner_and_role(db) {
         let server = TestServer::start(db).await;
         let t = &server.tokens;

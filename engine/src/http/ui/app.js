@@ -557,7 +557,7 @@
     main.append(h('h1', { text: 'Stuck attempts' }),
       h('div', { class: 'card' },
         h('p', { class: 'hint' }, 'Every ', h('b', { text: 'unknown' }), ' attempt (its lease expired: the provider may still be working, so the engine waits and tries nothing else), and every attempt ',
-          h('b', { text: 'started' }), ' for at least ', minStarted, ' seconds, across owners, oldest first. ',
+          h('b', { text: 'started' }), ' for at least ', minStarted, ' seconds, across owners, oldest first (at 60 seconds, the list ', h('code', { text: 'onceflow attempts stuck' }), ' prints). ',
           'Confirm with the provider what happened before you cancel one; the reason is recorded.'),
         op ? null : h('p', { class: 'error', id: 'not-operator' }, 'Your token is a ' + ((who() || {}).role || '?') + ' token: you see your own jobs\' stuck attempts, and only an operator can cancel one.')),
       results);
