@@ -16,4 +16,5 @@ mod engine {
     mod retention;
     mod schedules;
     mod store_guards;
+    mod store_layout;
 }
