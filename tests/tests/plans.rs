@@ -8,8 +8,8 @@
 use onceflow_engine::store::postgres::{
     ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, BEGIN_TRANSACTION_SQL, CLAIM_ATTEMPTS_SQL,
     CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DELETE_PRUNED_JOBS_SQL,
-    DUE_TIMERS_SQL, EXPIRED_LEASES_SQL, EXTEND_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL,
-    LOCK_PRUNABLE_JOBS_SQL, OVERDUE_SCHEDULED_SQL, REPLAY_JOBS_SQL,
+    EXTEND_LEASES_SQL, LOCK_DUE_TIMERS_SQL, LOCK_EXPIRED_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL,
+    LOCK_OVERDUE_SCHEDULED_SQL, LOCK_PRUNABLE_JOBS_SQL, REPLAY_JOBS_SQL,
 };
 use onceflow_tests::{claim_one, llm_job, owner, quick_options, result_of, Backend, TestDb, ALICE};
 use serde_json::json;
@@ -87,9 +87,9 @@ async fn check_plans(db: &TestDb, when: &str) {
                  ARRAY['{}', '{}']::jsonb[], ARRAY['started']").await),
             ("replay_lock", plan(db, mode, "replay", "text[], text[], text[], text[], text[], text[], jsonb[]", REPLAY_JOBS_SQL,
                 "ARRAY['history', 'history'], ARRAY['k1', 'k2'], ARRAY['history'], ARRAY['k1'], ARRAY['f'], ARRAY['client:history'], ARRAY['{}']::jsonb[]").await),
-            ("reaper", plan(db, mode, "reaper", "bigint", EXPIRED_LEASES_SQL, "200").await),
-            ("expiry", plan(db, mode, "expiry", "bigint", OVERDUE_SCHEDULED_SQL, "200").await),
-            ("timers", plan(db, mode, "timers", "bigint", DUE_TIMERS_SQL, "200").await),
+            ("reaper", plan(db, mode, "reaper", "bigint", LOCK_EXPIRED_LEASES_SQL, "200").await),
+            ("expiry", plan(db, mode, "expiry", "bigint", LOCK_OVERDUE_SCHEDULED_SQL, "200").await),
+            ("timers", plan(db, mode, "timers", "bigint", LOCK_DUE_TIMERS_SQL, "200").await),
             // Retention walks job ids (UUIDv7) up to the cutoff; it never reads the whole
             // history, and deletes each job's rows through their keys.
             ("retention", plan(db, mode, "retention", "float8, bigint, uuid", LOCK_PRUNABLE_JOBS_SQL, "86400, 500, NULL").await),

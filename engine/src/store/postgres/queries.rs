@@ -89,13 +89,13 @@ pub const ATTEMPTS_OF_ACTIVITIES_SQL: &str = include_str!("sql/attempts_of_activ
 pub const REPLAY_JOBS_SQL: &str = include_str!("sql/replay_jobs.sql");
 
 /// The timer loop (`$1` limit).
-pub const DUE_TIMERS_SQL: &str = include_str!("sql/due_timers.sql");
+pub const LOCK_DUE_TIMERS_SQL: &str = include_str!("sql/lock_due_timers.sql");
 
 /// The lease reaper (`$1` limit).
-pub const EXPIRED_LEASES_SQL: &str = include_str!("sql/expired_leases.sql");
+pub const LOCK_EXPIRED_LEASES_SQL: &str = include_str!("sql/lock_expired_leases.sql");
 
 /// Schedule-to-start expiry (`$1` limit).
-pub const OVERDUE_SCHEDULED_SQL: &str = include_str!("sql/overdue_scheduled.sql");
+pub const LOCK_OVERDUE_SCHEDULED_SQL: &str = include_str!("sql/lock_overdue_scheduled.sql");
 
 /// The submission of an activity job in one statement: job (dedup insert), activity 0,
 /// attempt 1 and the job's first events, each inserted only from the row before it.

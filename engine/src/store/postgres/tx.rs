@@ -683,7 +683,7 @@ impl StoreTx for PgTx {
 
     async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>> {
         // Timer loop: each due timer is taken by one engine only (SKIP LOCKED).
-        let rows = sqlx::query(DUE_TIMERS_SQL)
+        let rows = sqlx::query(LOCK_DUE_TIMERS_SQL)
             .bind(limit)
             .fetch_all(&mut *self.tx)
             .await?;
@@ -710,7 +710,7 @@ impl StoreTx for PgTx {
 
     async fn lock_expired_leases(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
         // Reaper: each expired lease is taken by one reaper only (SKIP LOCKED).
-        let rows = sqlx::query(EXPIRED_LEASES_SQL)
+        let rows = sqlx::query(LOCK_EXPIRED_LEASES_SQL)
             .bind(limit)
             .fetch_all(&mut *self.tx)
             .await?;
@@ -721,7 +721,7 @@ impl StoreTx for PgTx {
 
     async fn lock_overdue_scheduled(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
         // Reaper: each overdue scheduled attempt is taken by one reaper only (SKIP LOCKED).
-        let rows = sqlx::query(OVERDUE_SCHEDULED_SQL)
+        let rows = sqlx::query(LOCK_OVERDUE_SCHEDULED_SQL)
             .bind(limit)
             .fetch_all(&mut *self.tx)
             .await?;

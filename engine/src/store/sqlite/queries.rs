@@ -46,8 +46,9 @@ pub(super) const OLDEST_UNKNOWN_AGE_SQL: &str = include_str!("sql/oldest_unknown
 /// Retention of schedules' history: deletes at most `limit` schedule events written more than
 pub(super) const PRUNE_SCHEDULE_EVENTS_SQL: &str = include_str!("sql/prune_schedule_events.sql");
 
-/// Retention: deletes at most `limit` jobs that finished (`succeeded`, `failed` or `cancelled`)
-pub(super) const PRUNE_FINISHED_JOBS_SQL: &str = include_str!("sql/prune_finished_jobs.sql");
+/// Retention, first: chooses up to `limit` jobs finished before the cutoff, none of whose
+/// attempts is live, oldest first.
+pub(super) const PRUNABLE_JOBS_SQL: &str = include_str!("sql/prunable_jobs.sql");
 
 /// Registers (or confirms, making it current again) an output contract.
 pub(super) const REGISTER_CONTRACT_SQL: &str = include_str!("sql/register_contract.sql");
@@ -247,7 +248,7 @@ pub(super) const DELETE_PRUNED_JOB_EVENTS_SQL: &str =
 pub(super) const DELETE_PRUNED_TIMERS_SQL: &str = include_str!("sql/delete_pruned_timers.sql");
 
 /// Retention, last: deletes the chosen jobs (`?` a JSON array of [owner, id]).
-pub(super) const DELETE_PRUNED_JOBS_SQL: &str = include_str!("sql/delete_pruned_jobs.sql");
+pub(super) const DELETE_PRUNED_JOB_ROWS_SQL: &str = include_str!("sql/delete_pruned_job_rows.sql");
 
 /// How every write transaction begins: it takes SQLite's write lock at once, so that it never
 pub(super) const BEGIN_IMMEDIATE_SQL: &str = include_str!("sql/begin_immediate.sql");

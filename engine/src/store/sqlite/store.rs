@@ -269,7 +269,7 @@ impl Store for SqliteStore {
         // Job ids are UUIDv7: "created before the cutoff" is an id range on jobs_id_unique.
         let bound = Uuid::from_u128(u128::from(u64::try_from(cutoff / 1000).unwrap_or(0)) << 80)
             .to_string();
-        let doomed: Vec<(String, String)> = sqlx::query_as(PRUNE_FINISHED_JOBS_SQL)
+        let doomed: Vec<(String, String)> = sqlx::query_as(PRUNABLE_JOBS_SQL)
             .bind(bound)
             .bind(after.map(|a| a.to_string()))
             .bind(after.map(|a| a.to_string()))
@@ -299,7 +299,7 @@ impl Store for SqliteStore {
             DELETE_PRUNED_ACTIVITIES_SQL,
             DELETE_PRUNED_JOB_EVENTS_SQL,
             DELETE_PRUNED_TIMERS_SQL,
-            DELETE_PRUNED_JOBS_SQL,
+            DELETE_PRUNED_JOB_ROWS_SQL,
         ] {
             sqlx::query(delete)
                 .bind(&doomed_json)

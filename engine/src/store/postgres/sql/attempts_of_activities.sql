@@ -1,5 +1,5 @@
 -- Views: the attempts of the activities (owner `$1[i]`, activity `$2[i]`), by activity
--- and number; one index probe per activity, as [`ACTIVITIES_OF_JOBS_SQL`].
+-- and number; one index probe per activity, as activities_of_jobs.sql.
 SELECT t.* FROM generate_subscripts($1::text[], 1) AS k(i)
 CROSS JOIN LATERAL (
     SELECT owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status,

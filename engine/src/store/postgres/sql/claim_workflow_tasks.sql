@@ -4,7 +4,7 @@ WITH picked AS (
     -- wf_open: the partial index's predicate (see the hot_job_updates migration).
     WHERE wf_open AND status IN ('queued', 'running')
       AND task_queue = $1 AND workflow = ANY($2)
-      -- One owner's or all owners' ($3 NULL), as a filter (see CLAIM_ATTEMPTS_SQL).
+      -- One owner's or all owners' ($3 NULL), as a filter (see claim_attempts.sql).
       AND (owner_id = $3) IS NOT FALSE
       AND ((wf_ready AND wf_lease_token IS NULL) OR wf_lease_expires_at < now())
     ORDER BY updated_at, id

@@ -1,4 +1,4 @@
--- Many submissions of activity jobs in one statement: [`INSERT_ACTIVITY_JOB_SQL`] over
+-- Many submissions of activity jobs in one statement: insert_activity_job.sql over
 -- arrays, one element per job (`$1`–`$17`), and the events of every job (`$18`–`$23`).
 WITH i AS (
     SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[],

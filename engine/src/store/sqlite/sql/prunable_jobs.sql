@@ -1,9 +1,6 @@
--- Retention: deletes at most `limit` jobs that finished (`succeeded`, `failed` or `cancelled`)
--- more than `retention` ago by the database clock and have no live attempt, with everything
--- they own (activities, attempts, events, timers), oldest first, only jobs whose id is above
--- `after` when given (where the previous batch of the same pass stopped, so a pass does not
--- walk again what it already passed). A job another transaction holds is left for a later
--- pass. Once a job is gone its idempotency key is free: submitting it again creates a new job.
+-- Retention, first: chooses up to `limit` jobs finished before the cutoff (`?` bounds: the id
+-- bound of the cutoff, the id to start after or NULL twice, the cutoff, the limit), none
+-- of whose attempts is live, oldest first. One writer: nobody else holds them.
 -- Retention: only a job finished longer ago than the retention, and none of whose
 -- attempts is live (a late completion of a live attempt still finds its job).
 SELECT j.owner_id, j.id FROM jobs j
