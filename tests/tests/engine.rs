@@ -17,4 +17,5 @@ mod engine {
     mod schedules;
     mod seeding;
     mod store_guards;
+    mod store_layout;
 }

@@ -8,8 +8,8 @@
 use onceflow_engine::store::postgres::{
     ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, BEGIN_TRANSACTION_SQL, CLAIM_ATTEMPTS_SQL,
     CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DELETE_PRUNED_JOBS_SQL,
-    DUE_TIMERS_SQL, EXPIRED_LEASES_SQL, EXTEND_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL,
-    LOCK_PRUNABLE_JOBS_SQL, OVERDUE_SCHEDULED_SQL, REPLAY_JOBS_SQL,
+    EXTEND_LEASES_SQL, LOCK_DUE_TIMERS_SQL, LOCK_EXPIRED_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL,
+    LOCK_OVERDUE_SCHEDULED_SQL, LOCK_PRUNABLE_JOBS_SQL, REPLAY_JOBS_SQL,
 };
 use onceflow_tests::{claim_one, llm_job, owner, quick_options, result_of, Backend, TestDb, ALICE};
 use serde_json::json;
@@ -67,29 +67,29 @@ async fn explain(
 async fn check_plans(db: &TestDb, when: &str) {
     for mode in ["force_generic_plan", "force_custom_plan"] {
         let plans = [
-            ("claim", plan(db, mode, "claim", "text, text, text[], text[], bigint, text", &CLAIM_ATTEMPTS_SQL,
+            ("claim", plan(db, mode, "claim", "text, text, text[], text[], bigint, text", CLAIM_ATTEMPTS_SQL,
                 "'default', NULL, ARRAY['generate'], ARRAY['primary-llm'], 16, 'w'").await),
             // A worker of one owner: its claim must range over the dispatch order, not
             // read every live attempt of its owner (which `attempts_one_live_per_activity`,
             // led by `owner_id`, would offer to a custom plan that knows the owner).
-            ("owner_claim", plan(db, mode, "owner_claim", "text, text, text[], text[], bigint, text", &CLAIM_ATTEMPTS_SQL,
+            ("owner_claim", plan(db, mode, "owner_claim", "text, text, text[], text[], bigint, text", CLAIM_ATTEMPTS_SQL,
                 "'default', 'alice', ARRAY['generate'], ARRAY['primary-llm'], 16, 'w'").await),
-            ("workflow_claim", plan(db, mode, "wf", "text, text[], text, bigint, text, float8", &CLAIM_WORKFLOW_TASKS_SQL,
+            ("workflow_claim", plan(db, mode, "wf", "text, text[], text, bigint, text, float8", CLAIM_WORKFLOW_TASKS_SQL,
                 "'default', ARRAY['summarize'], NULL, 16, 'w', 30").await),
-            ("owner_workflow_claim", plan(db, mode, "owner_wf", "text, text[], text, bigint, text, float8", &CLAIM_WORKFLOW_TASKS_SQL,
+            ("owner_workflow_claim", plan(db, mode, "owner_wf", "text, text[], text, bigint, text, float8", CLAIM_WORKFLOW_TASKS_SQL,
                 "'default', ARRAY['summarize'], 'alice', 16, 'w', 30").await),
-            ("completion_lock", plan(db, mode, "lock", "uuid[]", &LOCK_JOBS_OF_ATTEMPTS_SQL,
+            ("completion_lock", plan(db, mode, "lock", "uuid[]", LOCK_JOBS_OF_ATTEMPTS_SQL,
                 "ARRAY[md5('t1')::uuid, md5('t2')::uuid, md5('t3')::uuid]").await),
             ("batched_win", plan(db, mode, "win", "text[], uuid[], int8[], uuid[], int8[], uuid[], jsonb[], text[]",
-                &COMMIT_ACTIVITY_JOB_RESULTS_SQL,
+                COMMIT_ACTIVITY_JOB_RESULTS_SQL,
                 "ARRAY['history', 'history'], ARRAY[md5('j1')::uuid, md5('j2')::uuid], ARRAY[1, 1]::int8[], \
                  ARRAY[md5('a1')::uuid, md5('a2')::uuid], ARRAY[0, 0]::int8[], ARRAY[md5('t1')::uuid, md5('t2')::uuid], \
                  ARRAY['{}', '{}']::jsonb[], ARRAY['started']").await),
-            ("replay_lock", plan(db, mode, "replay", "text[], text[], text[], text[], text[], text[], jsonb[]", &REPLAY_JOBS_SQL,
+            ("replay_lock", plan(db, mode, "replay", "text[], text[], text[], text[], text[], text[], jsonb[]", REPLAY_JOBS_SQL,
                 "ARRAY['history', 'history'], ARRAY['k1', 'k2'], ARRAY['history'], ARRAY['k1'], ARRAY['f'], ARRAY['client:history'], ARRAY['{}']::jsonb[]").await),
-            ("reaper", plan(db, mode, "reaper", "bigint", &EXPIRED_LEASES_SQL, "200").await),
-            ("expiry", plan(db, mode, "expiry", "bigint", &OVERDUE_SCHEDULED_SQL, "200").await),
-            ("timers", plan(db, mode, "timers", "bigint", &DUE_TIMERS_SQL, "200").await),
+            ("reaper", plan(db, mode, "reaper", "bigint", LOCK_EXPIRED_LEASES_SQL, "200").await),
+            ("expiry", plan(db, mode, "expiry", "bigint", LOCK_OVERDUE_SCHEDULED_SQL, "200").await),
+            ("timers", plan(db, mode, "timers", "bigint", LOCK_DUE_TIMERS_SQL, "200").await),
             // Retention walks job ids (UUIDv7) up to the cutoff; it never reads the whole
             // history, and deletes each job's rows through their keys.
             ("retention", plan(db, mode, "retention", "float8, bigint, uuid", LOCK_PRUNABLE_JOBS_SQL, "86400, 500, NULL").await),
@@ -156,15 +156,15 @@ async fn check_plans(db: &TestDb, when: &str) {
 async fn check_lookups_while_small(db: &TestDb) {
     for mode in ["force_generic_plan", "force_custom_plan"] {
         let plans = [
-            ("claim", "attempts_dispatch", plan(db, mode, "claim", "text, text, text[], text[], bigint, text", &CLAIM_ATTEMPTS_SQL,
+            ("claim", "attempts_dispatch", plan(db, mode, "claim", "text, text, text[], text[], bigint, text", CLAIM_ATTEMPTS_SQL,
                 "'default', NULL, ARRAY['generate'], ARRAY['primary-llm'], 16, 'w'").await),
-            ("replay_lock", "jobs_one_per_idempotency_key", plan(db, mode, "replay", "text[], text[], text[], text[], text[], text[], jsonb[]", &REPLAY_JOBS_SQL,
+            ("replay_lock", "jobs_one_per_idempotency_key", plan(db, mode, "replay", "text[], text[], text[], text[], text[], text[], jsonb[]", REPLAY_JOBS_SQL,
                 "ARRAY['alice', 'alice'], ARRAY['live-1', 'live-2'], ARRAY['alice'], ARRAY['live-1'], ARRAY['f'], ARRAY['client:alice'], ARRAY['{}']::jsonb[]").await),
-            ("completion_lock", "attempts_pkey", plan(db, mode, "lock", "uuid[]", &LOCK_JOBS_OF_ATTEMPTS_SQL,
+            ("completion_lock", "attempts_pkey", plan(db, mode, "lock", "uuid[]", LOCK_JOBS_OF_ATTEMPTS_SQL,
                 "ARRAY[md5('t1')::uuid, md5('t2')::uuid, md5('t3')::uuid]").await),
-            ("view_activities", "activities_one_per_seq", plan(db, mode, "acts", "text[], uuid[]", &ACTIVITIES_OF_JOBS_SQL,
+            ("view_activities", "activities_one_per_seq", plan(db, mode, "acts", "text[], uuid[]", ACTIVITIES_OF_JOBS_SQL,
                 "ARRAY['alice', 'alice'], ARRAY[md5('j1')::uuid, md5('j2')::uuid]").await),
-            ("view_attempts", "attempts_one_per_number", plan(db, mode, "atts", "text[], uuid[]", &ATTEMPTS_OF_ACTIVITIES_SQL,
+            ("view_attempts", "attempts_one_per_number", plan(db, mode, "atts", "text[], uuid[]", ATTEMPTS_OF_ACTIVITIES_SQL,
                 "ARRAY['alice', 'alice'], ARRAY[md5('a1')::uuid, md5('a2')::uuid]").await),
             ("heartbeats", "attempts_pkey", plan(db, mode, "beats", "uuid[], uuid[], text[], jsonb[]", EXTEND_LEASES_SQL,
                 "ARRAY[md5('t1')::uuid, md5('t2')::uuid], ARRAY[md5('x1')::uuid, md5('x2')::uuid], ARRAY['alice', NULL], \
@@ -172,7 +172,7 @@ async fn check_lookups_while_small(db: &TestDb) {
             // Run by the engine in its transactions only, so planned as they plan: each
             // row it updates is reached by the ctid it locked, never by a scan.
             ("batched_win", "Tid Scan on activities a ", plan_in_engine_transaction(db, mode, "win",
-                "text[], uuid[], int8[], uuid[], int8[], uuid[], jsonb[], text[]", &COMMIT_ACTIVITY_JOB_RESULTS_SQL,
+                "text[], uuid[], int8[], uuid[], int8[], uuid[], jsonb[], text[]", COMMIT_ACTIVITY_JOB_RESULTS_SQL,
                 "ARRAY['alice', 'alice'], ARRAY[md5('j1')::uuid, md5('j2')::uuid], ARRAY[1, 1]::int8[], \
                  ARRAY[md5('a1')::uuid, md5('a2')::uuid], ARRAY[0, 0]::int8[], ARRAY[md5('t1')::uuid, md5('t2')::uuid], \
                  ARRAY['{}', '{}']::jsonb[], ARRAY['started']").await),
@@ -208,13 +208,13 @@ async fn check_lookups_while_small(db: &TestDb) {
 /// one cached plan instead of being planned again on every call.
 async fn check_lookups_settle_on_a_cached_plan(db: &TestDb) {
     let statements = [
-        ("claim", "text, text, text[], text[], bigint, text", &*CLAIM_ATTEMPTS_SQL,
+        ("claim", "text, text, text[], text[], bigint, text", CLAIM_ATTEMPTS_SQL,
          "'no-such-queue', NULL, ARRAY['generate'], ARRAY['primary-llm'], 16, 'w'"),
-        ("replay", "text[], text[], text[], text[], text[], text[], jsonb[]", &*REPLAY_JOBS_SQL,
+        ("replay", "text[], text[], text[], text[], text[], text[], jsonb[]", REPLAY_JOBS_SQL,
          "ARRAY['alice'], ARRAY['nobody-has-this-key'], ARRAY['alice'], ARRAY['nobody-has-this-key'], ARRAY['f'], ARRAY['client:alice'], ARRAY['{}']::jsonb[]"),
-        ("lock", "uuid[]", &*LOCK_JOBS_OF_ATTEMPTS_SQL, "ARRAY[md5('t1')::uuid, md5('t2')::uuid]"),
-        ("acts", "text[], uuid[]", &*ACTIVITIES_OF_JOBS_SQL, "ARRAY['alice'], ARRAY[md5('j1')::uuid]"),
-        ("atts", "text[], uuid[]", &*ATTEMPTS_OF_ACTIVITIES_SQL, "ARRAY['alice', 'alice', 'alice'], ARRAY[md5('a1')::uuid, md5('a2')::uuid, md5('a3')::uuid]"),
+        ("lock", "uuid[]", LOCK_JOBS_OF_ATTEMPTS_SQL, "ARRAY[md5('t1')::uuid, md5('t2')::uuid]"),
+        ("acts", "text[], uuid[]", ACTIVITIES_OF_JOBS_SQL, "ARRAY['alice'], ARRAY[md5('j1')::uuid]"),
+        ("atts", "text[], uuid[]", ATTEMPTS_OF_ACTIVITIES_SQL, "ARRAY['alice', 'alice', 'alice'], ARRAY[md5('a1')::uuid, md5('a2')::uuid, md5('a3')::uuid]"),
     ];
     for (name, types, sql, args) in statements {
         let mut conn = db.pg_connection().await.expect("PostgreSQL");

@@ -12,6 +12,7 @@ use crate::error::EngineError;
 use crate::model::{
     event, ActivityTask, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, Scope,
 };
+use crate::store::{ActivityResultCommit, AttemptEnding, LiveAttemptsCancellation};
 use crate::store::{AttemptRow, ClaimFilter, JobRow, LockedAttempt, StoreTx, WinningResult};
 
 /// A worker's report of how an attempt ended.
@@ -136,16 +137,7 @@ impl Engine {
                 let win = WinningResult::of(&job, &attempt, result);
                 // Invariant 4: the CAS commit. The first result to arrive takes the slot.
                 let (won, job_won) = tx
-                    .commit_activity_job_result(
-                        &win.owner_id,
-                        win.job_id,
-                        win.job_version,
-                        win.activity_id,
-                        win.read_version,
-                        win.attempt_id,
-                        &LIVE_OR_CANCELLED,
-                        &win.result,
-                    )
+                    .commit_activity_job_result(&win, &LIVE_OR_CANCELLED)
                     .await?;
                 Ok(self
                     .settle_cas(tx.as_mut(), &mut events, &job, &attempt, won, job_won)
@@ -529,14 +521,14 @@ impl Engine {
         error: &ErrorInfo,
         outcome: CompletionOutcome,
     ) -> Result<(), EngineError> {
-        tx.finish_attempt(
-            &job.owner_id,
-            attempt.id,
-            &LIVE_OR_CANCELLED,
-            AttemptStatus::Invalid,
-            Some(error),
-            Some(outcome),
-        )
+        tx.finish_attempt(&AttemptEnding {
+            owner: &job.owner_id,
+            attempt_id: attempt.id,
+            from: &LIVE_OR_CANCELLED,
+            to: AttemptStatus::Invalid,
+            error: Some(error),
+            outcome: Some(outcome),
+        })
         .await?;
         let worker = actor::worker(attempt.worker_id.as_deref().unwrap_or("?"));
         events.push(
@@ -565,17 +557,23 @@ impl Engine {
         let owner = job.owner_id.as_str();
         let read_version = attempt.read_version.unwrap_or(-1);
         let won = tx
-            .commit_activity_result(owner, attempt.activity_id, read_version, attempt.id, result)
+            .commit_activity_result(&ActivityResultCommit {
+                owner,
+                activity_id: attempt.activity_id,
+                read_version,
+                attempt_id: attempt.id,
+                result,
+            })
             .await?;
         if won {
-            tx.finish_attempt(
+            tx.finish_attempt(&AttemptEnding {
                 owner,
-                attempt.id,
-                &LIVE_OR_CANCELLED,
-                AttemptStatus::Succeeded,
-                None,
-                Some(CompletionOutcome::Won),
-            )
+                attempt_id: attempt.id,
+                from: &LIVE_OR_CANCELLED,
+                to: AttemptStatus::Succeeded,
+                error: None,
+                outcome: Some(CompletionOutcome::Won),
+            })
             .await?;
             // The slot is taken: the workflow can go on.
             tx.mark_workflow_ready(owner, job.id).await?;
@@ -617,13 +615,13 @@ impl Engine {
             // the activity's one live attempt).
             if attempt.status == AttemptStatus::Cancelled {
                 for (other, _) in tx
-                    .cancel_live_attempts(
+                    .cancel_live_attempts(&LiveAttemptsCancellation {
                         owner,
-                        attempt.activity_id,
-                        Some(attempt.id),
-                        actor::ENGINE,
-                        "another attempt won",
-                    )
+                        activity_id: attempt.activity_id,
+                        except: Some(attempt.id),
+                        cancelled_by: actor::ENGINE,
+                        reason: "another attempt won",
+                    })
                     .await?
                 {
                     events.push(
@@ -642,14 +640,14 @@ impl Engine {
             .activity(owner, attempt.activity_id)
             .await?
             .and_then(|a| a.completed_by);
-        tx.finish_attempt(
+        tx.finish_attempt(&AttemptEnding {
             owner,
-            attempt.id,
-            &LIVE_OR_CANCELLED,
-            AttemptStatus::Lost,
-            None,
-            Some(CompletionOutcome::Lost),
-        )
+            attempt_id: attempt.id,
+            from: &LIVE_OR_CANCELLED,
+            to: AttemptStatus::Lost,
+            error: None,
+            outcome: Some(CompletionOutcome::Lost),
+        })
         .await?;
         events.push(
             event::RACE_LOST,
@@ -683,14 +681,14 @@ impl Engine {
         } else {
             attempt.status
         };
-        tx.finish_attempt(
+        tx.finish_attempt(&AttemptEnding {
             owner,
-            attempt.id,
-            &LIVE_OR_CANCELLED,
+            attempt_id: attempt.id,
+            from: &LIVE_OR_CANCELLED,
             to,
-            Some(&error),
-            Some(CompletionOutcome::Recorded),
-        )
+            error: Some(&error),
+            outcome: Some(CompletionOutcome::Recorded),
+        })
         .await?;
         events.push(
             event::ATTEMPT_FAILED,

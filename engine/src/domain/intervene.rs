@@ -9,6 +9,7 @@ use crate::error::EngineError;
 use crate::model::{
     event, ActivityStatus, AttemptStatus, AttemptView, ErrorInfo, JobStatus, JobView, Scope,
 };
+use crate::store::{JobClosing, LiveAttemptsCancellation};
 
 impl Engine {
     /// Creates an attempt of activity `seq` of a job at `provider`, on the owner's
@@ -210,13 +211,13 @@ impl Engine {
         )
         .await?;
         if !tx
-            .close_job(
+            .close_job(&JobClosing {
                 owner,
                 job_id,
-                job.version,
-                JobStatus::Cancelled,
-                Some(&error),
-            )
+                version: job.version,
+                status: JobStatus::Cancelled,
+                error: Some(&error),
+            })
             .await?
         {
             return Err(EngineError::JobFinished);
@@ -261,7 +262,13 @@ pub(crate) async fn close_open_activities(
         tx.close_activity(owner, activity.id, ActivityStatus::Cancelled, Some(error))
             .await?;
         for (attempt, was) in tx
-            .cancel_live_attempts(owner, activity.id, None, cancelled_by, reason)
+            .cancel_live_attempts(&LiveAttemptsCancellation {
+                owner,
+                activity_id: activity.id,
+                except: None,
+                cancelled_by,
+                reason,
+            })
             .await?
         {
             events.push(

@@ -47,7 +47,7 @@ pub use retention::{PrunePass, PRUNE_BATCH};
 pub use schedules::{
     schedule_event, tick_key, CronSpec, SchedulePut, ScheduleReport, ScheduleRequestBody,
 };
-pub use submit::Submission;
+pub use submit::{replay, Submission};
 pub use views::{JobListQuery, JobPage, StuckAttemptsQuery};
 pub use workflow::WorkflowTaskOutcome;
 

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::{actor, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, AttemptStatus, ErrorInfo, Failover, JobKind, JobStatus};
+use crate::store::JobClosing;
 use crate::store::{ActivityRow, AttemptRow, JobRow, NewAttempt, StoreTx};
 
 /// Why a provider may not take over an activity, or `Ok` when it may.
@@ -182,7 +183,13 @@ impl Engine {
         );
         if job.kind == JobKind::Activity
             && tx
-                .close_job(owner, job.id, job.version, JobStatus::Failed, Some(&error))
+                .close_job(&JobClosing {
+                    owner,
+                    job_id: job.id,
+                    version: job.version,
+                    status: JobStatus::Failed,
+                    error: Some(&error),
+                })
                 .await?
         {
             events.push(

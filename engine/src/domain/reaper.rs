@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, AttemptStatus, ErrorInfo, Scope};
+use crate::store::AttemptEnding;
 use crate::store::{NewEvent, StoreTx};
 
 /// How many rows one reaper transaction takes at most.
@@ -248,14 +249,14 @@ impl Engine {
             "no worker started the attempt in time",
         );
         if !tx
-            .finish_attempt(
+            .finish_attempt(&AttemptEnding {
                 owner,
-                attempt.id,
-                &[AttemptStatus::Scheduled],
-                AttemptStatus::Expired,
-                Some(&error),
-                None,
-            )
+                attempt_id: attempt.id,
+                from: &[AttemptStatus::Scheduled],
+                to: AttemptStatus::Expired,
+                error: Some(&error),
+                outcome: None,
+            })
             .await?
         {
             return Ok(false);

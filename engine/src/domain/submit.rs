@@ -13,7 +13,8 @@ use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ActivityView, JobKind, JobView, Scope};
 use crate::request::{check_idempotency_key, JobRequest, JobTarget};
 use crate::store::{
-    AttemptRow, JobRow, NewActivity, NewActivityJob, NewAttempt, NewJob, NewReplay, StoreTx,
+    AttemptRow, JobRow, NewActivity, NewActivityJob, NewAttempt, NewEvent, NewJob, NewReplay,
+    ReplayedJob, Store, StoreResult, StoreTx,
 };
 
 /// The answer to a submission.
@@ -477,7 +478,7 @@ impl Engine {
                 data: json!({ "idempotency_key": i.key }),
             })
             .collect();
-        let jobs = self.store.replay_now(&replays).await?;
+        let jobs = replay(self.store.as_ref(), &replays).await?;
         // Per item: a refusal, the index of the job it replayed, or left to the single path.
         let judged: Vec<Option<Result<usize, EngineError>>> = items
             .iter()
@@ -513,6 +514,65 @@ impl Engine {
             })
             .collect())
     }
+}
+
+/// Judges replays, committed when this returns: locks the jobs holding the replays' keys
+/// (in (owner, id) order, so two calls never wait on each other in a cycle) and appends
+/// one `job_replayed`, in the order given, for each replay whose fingerprint is that of
+/// the job holding its key. Returns those jobs, each with its view (activities and
+/// attempts) when it could be read with it; keys no job holds are left out. On an error
+/// nothing is written. A store that does this in one statement ([`Store::replay_now`])
+/// does it there; otherwise it is one transaction of the store's primitives.
+pub async fn replay(store: &dyn Store, replays: &[NewReplay]) -> StoreResult<Vec<ReplayedJob>> {
+    if let Some(replayed) = store.replay_now(replays).await? {
+        return Ok(replayed);
+    }
+    let mut keys: Vec<(String, String)> = replays
+        .iter()
+        .map(|r| (r.owner_id.clone(), r.idempotency_key.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let mut tx = store.begin().await?;
+    let jobs = tx.lock_jobs_by_keys(&keys).await?;
+    // Invariant 1: only a submission with the job's fingerprint replays it.
+    let events: Vec<NewEvent> = replays
+        .iter()
+        .filter_map(|r| {
+            let job = jobs
+                .iter()
+                .find(|j| j.owner_id == r.owner_id && j.idempotency_key == r.idempotency_key)?;
+            (job.fingerprint == r.fingerprint).then(|| NewEvent {
+                owner_id: job.owner_id.clone(),
+                job_id: job.id,
+                kind: event::JOB_REPLAYED,
+                attempt_id: None,
+                actor: r.actor.clone(),
+                data: r.data.clone(),
+            })
+        })
+        .collect();
+    tx.append_events(&events).await?;
+    tx.commit().await?;
+    // The replays are written: a job whose view cannot be read now is returned
+    // without one (its callers read it alone).
+    let views = match store.views_of(jobs.clone()).await {
+        Ok(views) => views,
+        Err(e) => {
+            tracing::debug!(error = %e, "reading replayed jobs failed");
+            Vec::new()
+        }
+    };
+    Ok(jobs
+        .into_iter()
+        .map(|job| {
+            let view = views
+                .iter()
+                .find(|v| v.owner == job.owner_id && v.id == job.id)
+                .cloned();
+            ReplayedJob { job, view }
+        })
+        .collect())
 }
 
 /// The rows a new job is made of, and the events of its creation.

@@ -10,6 +10,7 @@ use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ErrorInfo, JobKind, Scope};
 use crate::request::{canonical_json, JobRequest, JobTarget};
+use crate::store::{JobClosing, JobResultCommit};
 use crate::store::{JobRow, NewActivity, NewAttempt, StoreTx, WorkflowClaimFilter};
 use crate::ClaimRequest;
 use onceflow_protocol::workflow::{
@@ -315,7 +316,13 @@ impl Engine {
             }
             WorkflowCommand::CompleteJob { result } => {
                 if tx
-                    .commit_job_result(owner, job.id, version, None, result)
+                    .commit_job_result(&JobResultCommit {
+                        owner,
+                        job_id: job.id,
+                        version,
+                        attempt_id: None,
+                        result,
+                    })
                     .await?
                 {
                     let error = ErrorInfo::new(
@@ -338,13 +345,13 @@ impl Engine {
             }
             WorkflowCommand::FailJob { error } => {
                 if tx
-                    .close_job(
+                    .close_job(&JobClosing {
                         owner,
-                        job.id,
+                        job_id: job.id,
                         version,
-                        crate::model::JobStatus::Failed,
-                        Some(error),
-                    )
+                        status: crate::model::JobStatus::Failed,
+                        error: Some(error),
+                    })
                     .await?
                 {
                     let closing = ErrorInfo::new(

@@ -7,8 +7,15 @@
 //! job and attempt together without waiting (`SKIP LOCKED` in the batch operations). With
 //! one lock order everywhere, concurrent engines cannot deadlock each other.
 
+mod params;
 pub mod postgres;
+mod rows;
+mod settings;
 pub mod sqlite;
+
+pub use params::*;
+pub use rows::*;
+pub use settings::ConnectSettings;
 
 use std::sync::Arc;
 
@@ -21,583 +28,12 @@ use uuid::Uuid;
 
 use crate::error::StoreError;
 use crate::model::{
-    ActivityOptions, ActivityStatus, AttemptStatus, Certification, CompletionOutcome, Contract,
-    ErrorInfo, JobEvent, JobKind, JobStatus, JobView, Overlap, Role, ScheduleEvent, ScheduleView,
-    Scope, StuckAttempt,
+    ActivityStatus, AttemptStatus, Certification, CompletionOutcome, Contract, ErrorInfo, JobEvent,
+    JobStatus, JobView, ScheduleEvent, Scope, StuckAttempt,
 };
 
 /// A result of the storage layer.
 pub type StoreResult<T> = Result<T, StoreError>;
-
-/// How an engine connects to its database: the pool's size and the limits every pooled
-/// PostgreSQL connection runs under. [`ConnectSettings::default`] is what
-/// `onceflow serve` uses without flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectSettings {
-    /// The most connections the pool opens (default 20). On PostgreSQL, a pool larger than
-    /// the server has room for is lowered to fit, never below
-    /// [`postgres::MIN_POOL_CONNECTIONS`] (or the size asked for, if smaller): if the
-    /// server has no room for that, connecting fails and says why.
-    pub max_connections: u32,
-    /// PostgreSQL's `statement_timeout` on every pooled connection (default 30 s; zero
-    /// turns it off): a statement running longer is cancelled, and the request that ran
-    /// it answers `503 unavailable`. Migrations and retention run without it.
-    pub statement_timeout: std::time::Duration,
-    /// PostgreSQL's `idle_in_transaction_session_timeout` on every pooled connection
-    /// (default 60 s; zero turns it off): a session that holds a transaction open without
-    /// a statement this long is ended by the server, which rolls the transaction back and
-    /// releases its locks.
-    pub idle_in_transaction_timeout: std::time::Duration,
-}
-
-impl Default for ConnectSettings {
-    fn default() -> Self {
-        ConnectSettings {
-            max_connections: 20,
-            statement_timeout: std::time::Duration::from_secs(30),
-            idle_in_transaction_timeout: std::time::Duration::from_secs(60),
-        }
-    }
-}
-
-impl ConnectSettings {
-    /// The defaults with a pool of `max_connections`.
-    pub fn with_max_connections(max_connections: u32) -> Self {
-        ConnectSettings {
-            max_connections,
-            ..ConnectSettings::default()
-        }
-    }
-}
-
-/// A job row.
-#[derive(Debug, Clone)]
-pub struct JobRow {
-    /// The owner the row belongs to; every key includes it.
-    pub owner_id: String,
-    /// The job's id (UUIDv7).
-    pub id: Uuid,
-    /// The key it was submitted with; one job per (owner, key).
-    pub idempotency_key: String,
-    /// The request fingerprint that tells a replay from a reused key.
-    pub fingerprint: String,
-    /// Whether it is a workflow job or an activity job.
-    pub kind: JobKind,
-    /// The workflow it runs; set exactly for a workflow job.
-    pub workflow: Option<String>,
-    /// The activity it runs; set exactly for an activity job.
-    pub activity: Option<String>,
-    /// The task queue its work is dispatched on.
-    pub task_queue: String,
-    /// The input it was submitted with.
-    pub input: Value,
-    /// Where the job stands.
-    pub status: JobStatus,
-    /// Moves each time the result slot is taken or the job closed; the job CAS compares it.
-    pub version: i64,
-    /// The job's result once it succeeded.
-    pub result: Option<Value>,
-    /// Why the job failed or was cancelled.
-    pub error: Option<ErrorInfo>,
-    /// The attempt whose result the job took; `None` until then.
-    pub completed_by: Option<Uuid>,
-    /// When the job was submitted.
-    pub created_at: DateTime<Utc>,
-    /// When the job last changed.
-    pub updated_at: DateTime<Utc>,
-    /// When the job closed; `None` while it is open.
-    pub finished_at: Option<DateTime<Utc>>,
-    /// Workflow jobs: something happened that the workflow has not replayed yet.
-    pub wf_ready: bool,
-    /// Workflow jobs: the fencing token of the workflow task in flight, if any.
-    pub wf_lease_token: Option<Uuid>,
-    /// Workflow jobs: parked (e.g. non-determinism); no more workflow tasks.
-    pub wf_parked: bool,
-}
-
-/// An activity row.
-#[derive(Debug, Clone)]
-pub struct ActivityRow {
-    /// The owner the row belongs to; every key includes it.
-    pub owner_id: String,
-    /// The activity's id.
-    pub id: Uuid,
-    /// The job it belongs to.
-    pub job_id: Uuid,
-    /// Its position in the job, from 0.
-    pub seq: i32,
-    /// The activity's name.
-    pub name: String,
-    /// Its providers in failover order; the first is the primary.
-    pub providers: Vec<String>,
-    /// Its timeouts, failover mode and retry policy.
-    pub options: ActivityOptions,
-    /// The task queue its attempts are dispatched on.
-    pub task_queue: String,
-    /// The input every attempt runs with.
-    pub input: Value,
-    /// Where the activity stands.
-    pub status: ActivityStatus,
-    /// Moves only when the result slot is taken or closed; the activity CAS compares it.
-    pub version: i64,
-    /// The attempt whose result won the slot; `None` until one wins.
-    pub completed_by: Option<Uuid>,
-    /// The winning attempt's result.
-    pub result: Option<Value>,
-    /// Why the activity failed or was cancelled.
-    pub error: Option<ErrorInfo>,
-    /// When the activity reached its final status.
-    pub finished_at: Option<DateTime<Utc>>,
-}
-
-/// An attempt row.
-#[derive(Debug, Clone)]
-pub struct AttemptRow {
-    /// The owner the row belongs to; every key includes it.
-    pub owner_id: String,
-    /// The attempt's id.
-    pub id: Uuid,
-    /// The activity it tries.
-    pub activity_id: Uuid,
-    /// The job of that activity.
-    pub job_id: Uuid,
-    /// Counts within the activity: 1, 2, 3 … across providers.
-    pub number: i32,
-    /// The activity's name, copied so that dispatch reads one table.
-    pub activity: String,
-    /// The task queue it is dispatched on.
-    pub task_queue: String,
-    /// The provider this attempt runs at.
-    pub provider: String,
-    /// Where the attempt stands; `scheduled`, `started` and `unknown` are live.
-    pub status: AttemptStatus,
-    /// The worker it was handed to; `None` while it is `scheduled`.
-    pub worker_id: Option<String>,
-    /// The attempt's fencing token, set once when a worker is handed the attempt.
-    pub lease_token: Option<Uuid>,
-    /// When the lease expires unless renewed by a heartbeat; `None` when it holds no lease.
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    /// The activity version read when it was handed out; its CAS compares it.
-    pub read_version: Option<i64>,
-    /// The last heartbeat (or start) that renewed its lease.
-    pub heartbeat_at: Option<DateTime<Utc>>,
-    /// When a worker was handed the attempt.
-    pub started_at: Option<DateTime<Utc>>,
-    /// When its lease expired, making it `unknown`; `None` unless it is `unknown`.
-    pub unknown_at: Option<DateTime<Utc>>,
-    /// When the attempt ended; `None` while it is live.
-    pub finished_at: Option<DateTime<Utc>>,
-    /// The error it ended with, if any.
-    pub error: Option<ErrorInfo>,
-    /// What its first completion answered; a repeated completion answers the same.
-    pub completion_outcome: Option<CompletionOutcome>,
-    /// Who cancelled it; stays set after a late result.
-    pub cancelled_by: Option<String>,
-    /// Why it was cancelled.
-    pub cancel_reason: Option<String>,
-    /// When the attempt was created.
-    pub created_at: DateTime<Utc>,
-}
-
-/// A job to insert.
-#[derive(Debug, Clone)]
-pub struct NewJob {
-    /// The owner submitting the job.
-    pub owner_id: String,
-    /// The new job's id (UUIDv7).
-    pub id: Uuid,
-    /// The key that makes the job one per intent for its owner.
-    pub idempotency_key: String,
-    /// The request fingerprint, compared when the key comes again.
-    pub fingerprint: String,
-    /// Whether it is a workflow job or an activity job.
-    pub kind: JobKind,
-    /// The workflow it runs; set exactly for a workflow job.
-    pub workflow: Option<String>,
-    /// The activity it runs; set exactly for an activity job.
-    pub activity: Option<String>,
-    /// The task queue its work is dispatched on.
-    pub task_queue: String,
-    /// The job's input.
-    pub input: Value,
-}
-
-/// An activity to insert (status `scheduled`, version 0).
-#[derive(Debug, Clone)]
-pub struct NewActivity {
-    /// The owner of its job.
-    pub owner_id: String,
-    /// The new activity's id.
-    pub id: Uuid,
-    /// The job it belongs to.
-    pub job_id: Uuid,
-    /// Its position in the job, from 0.
-    pub seq: i32,
-    /// The activity's name.
-    pub name: String,
-    /// Its providers in failover order (at least one); the first is the primary.
-    pub providers: Vec<String>,
-    /// Its timeouts, failover mode and retry policy.
-    pub options: ActivityOptions,
-    /// The task queue its attempts are dispatched on.
-    pub task_queue: String,
-    /// The input every attempt runs with.
-    pub input: Value,
-}
-
-/// An attempt to insert (status `scheduled`).
-#[derive(Debug, Clone)]
-pub struct NewAttempt {
-    /// The owner of its job.
-    pub owner_id: String,
-    /// The new attempt's id.
-    pub id: Uuid,
-    /// The activity it tries.
-    pub activity_id: Uuid,
-    /// The job of that activity.
-    pub job_id: Uuid,
-    /// Its number within the activity; taken numbers are refused.
-    pub number: i32,
-    /// The activity's name.
-    pub activity: String,
-    /// The task queue it is dispatched on.
-    pub task_queue: String,
-    /// The provider it runs at.
-    pub provider: String,
-    /// Not handed out before now + this delay (retry backoff).
-    pub delay_ms: u64,
-    /// Expires when nobody started it within this long after it became available.
-    pub schedule_to_start_timeout_s: Option<u64>,
-}
-
-/// A new activity job with everything created with it: activity 0, its attempt 1 and
-/// the job's first events.
-#[derive(Debug, Clone)]
-pub struct NewActivityJob {
-    /// The job.
-    pub job: NewJob,
-    /// Its activity 0.
-    pub activity: NewActivity,
-    /// That activity's attempt 1.
-    pub attempt: NewAttempt,
-    /// The job's first events.
-    pub events: Vec<NewEvent>,
-}
-
-/// A valid result of an activity job's attempt, for the CAS that lets the first one win.
-#[derive(Debug, Clone)]
-pub struct WinningResult {
-    /// The owner of the job.
-    pub owner_id: String,
-    /// The activity job.
-    pub job_id: Uuid,
-    /// The job's version when its lock was taken; the job CAS compares it.
-    pub job_version: i64,
-    /// The job's activity 0.
-    pub activity_id: Uuid,
-    /// The activity version the attempt read when it was handed out; the activity CAS
-    /// compares it.
-    pub read_version: i64,
-    /// The attempt whose result it is.
-    pub attempt_id: Uuid,
-    /// The result.
-    pub result: Value,
-}
-
-impl WinningResult {
-    /// The CAS of `attempt`'s `result`, for `job` as locked.
-    pub fn of(job: &JobRow, attempt: &AttemptRow, result: &Value) -> Self {
-        WinningResult {
-            owner_id: job.owner_id.clone(),
-            job_id: job.id,
-            job_version: job.version,
-            activity_id: attempt.activity_id,
-            read_version: attempt.read_version.unwrap_or(-1),
-            attempt_id: attempt.id,
-            result: result.clone(),
-        }
-    }
-}
-
-/// An event to append to a job's history.
-#[derive(Debug, Clone)]
-pub struct NewEvent {
-    /// The owner of the job.
-    pub owner_id: String,
-    /// The job whose history it joins.
-    pub job_id: Uuid,
-    /// The event type, one of [`crate::model::event`].
-    pub kind: &'static str,
-    /// The attempt it concerns, if any.
-    pub attempt_id: Option<Uuid>,
-    /// Who did it: `engine`, `reaper`, `client:…`, `worker:…` or `operator:…`.
-    pub actor: String,
-    /// What else is known about it.
-    pub data: Value,
-}
-
-/// A submission whose key a committed job may hold, to be judged as a replay of it.
-#[derive(Debug, Clone)]
-pub struct NewReplay {
-    /// The owner submitting.
-    pub owner_id: String,
-    /// The key submitted.
-    pub idempotency_key: String,
-    /// The request's fingerprint: only a job with the same one is replayed.
-    pub fingerprint: String,
-    /// Who submits (the actor of its `job_replayed`).
-    pub actor: String,
-    /// The data of its `job_replayed`.
-    pub data: Value,
-}
-
-/// A job holding a key that replays asked for, as [`Store::replay_now`] returns it.
-#[derive(Debug, Clone)]
-pub struct ReplayedJob {
-    /// The job (its fingerprint judges each replay).
-    pub job: JobRow,
-    /// The job with its activities and attempts, read in or after the replays' statement;
-    /// `None` when it could not be read with them.
-    pub view: Option<JobView>,
-}
-
-/// What a worker asks for when it polls.
-#[derive(Debug, Clone)]
-pub struct ClaimFilter {
-    /// Whose attempts the worker serves.
-    pub scope: Scope,
-    /// Only attempts dispatched on this task queue.
-    pub task_queue: String,
-    /// The (activity, provider) pairs the worker has registered.
-    pub providers: Vec<(String, String)>,
-    /// The polling worker, recorded on each attempt it is handed.
-    pub worker_id: String,
-    /// At most this many attempts are handed out.
-    pub limit: i64,
-}
-
-/// An attempt just handed out, with what its task needs from the activity.
-#[derive(Debug, Clone)]
-pub struct ClaimedAttempt {
-    /// The attempt, now `started` with its lease token.
-    pub attempt: AttemptRow,
-    /// Its activity's position in the job.
-    pub activity_seq: i32,
-    /// The activity's input.
-    pub input: Value,
-    /// The activity's options, for the task's timeouts.
-    pub options: ActivityOptions,
-}
-
-/// An attempt whose job a transaction holds, as [`StoreTx::lock_jobs_of_attempts`]
-/// returns it.
-#[derive(Debug, Clone)]
-pub struct LockedAttempt {
-    /// The job, locked.
-    pub job: JobRow,
-    /// The attempt, read once its job was locked.
-    pub attempt: AttemptRow,
-    /// The current output contract of the attempt's activity for the job's owner.
-    pub contract: Option<Contract>,
-}
-
-/// One heartbeat's claim to extend a lease (see [`Store::extend_leases`]).
-#[derive(Debug, Clone)]
-pub struct LeaseRenewal {
-    /// Only an attempt of this owner is extended; `None`: of any owner.
-    pub owner: Option<String>,
-    /// The attempt.
-    pub attempt_id: Uuid,
-    /// The lease token the heartbeat presents.
-    pub token: Uuid,
-    /// Progress details to keep, if any (otherwise the last ones stay).
-    pub details: Option<Value>,
-}
-
-/// Where an attempt lives.
-#[derive(Debug, Clone)]
-pub struct AttemptLocation {
-    /// The owner of the attempt's job.
-    pub owner_id: String,
-    /// The job the attempt belongs to.
-    pub job_id: Uuid,
-}
-
-/// Filters for listing jobs, newest first.
-#[derive(Debug, Clone, Default)]
-pub struct JobQuery {
-    /// Only this owner's jobs; `None` for every owner.
-    pub owner: Option<String>,
-    /// Only jobs in this status.
-    pub status: Option<JobStatus>,
-    /// Only workflow jobs running this workflow.
-    pub workflow: Option<String>,
-    /// Only activity jobs running this activity.
-    pub activity: Option<String>,
-    /// Only jobs older than this id (the cursor).
-    pub before_id: Option<Uuid>,
-    /// Only jobs created at or after this moment.
-    pub created_after: Option<DateTime<Utc>>,
-    /// Only jobs created before this moment.
-    pub created_before: Option<DateTime<Utc>>,
-    /// At most this many jobs.
-    pub limit: i64,
-}
-
-/// A registered output contract with the moment it was (last) registered.
-#[derive(Debug, Clone)]
-pub struct ContractRecord {
-    /// The contract.
-    pub contract: Contract,
-    /// When it was registered; the latest of an (owner, activity) is the current one.
-    pub registered_at: DateTime<Utc>,
-}
-
-/// Filters for listing stuck attempts across owners, oldest first.
-#[derive(Debug, Clone)]
-pub struct StuckQuery {
-    /// Only attempts in these statuses.
-    pub statuses: Vec<AttemptStatus>,
-    /// Only attempts in their status for at least this long.
-    pub older_than_s: u64,
-    /// At most this many attempts.
-    pub limit: i64,
-}
-
-/// The answer of the heartbeat fast path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseExtension {
-    /// The attempt is `started` and held by this token: its lease now runs longer.
-    Extended,
-    /// Anything else; the domain looks closer under the job lock.
-    NotExtended,
-}
-
-/// A durable timer of a workflow job.
-#[derive(Debug, Clone)]
-pub struct TimerRow {
-    /// Its position in the workflow's call order.
-    pub seq: i32,
-    /// When it fires.
-    pub fire_at: DateTime<Utc>,
-    /// When it fired.
-    pub fired_at: Option<DateTime<Utc>>,
-}
-
-/// What a worker asks for when it polls for workflow tasks.
-#[derive(Debug, Clone)]
-pub struct WorkflowClaimFilter {
-    /// Whose jobs the worker serves.
-    pub scope: Scope,
-    /// The task queue it polls.
-    pub task_queue: String,
-    /// The workflows it has registered.
-    pub workflows: Vec<String>,
-    /// The worker's name.
-    pub worker_id: String,
-    /// At most this many tasks.
-    pub limit: i64,
-    /// How long a workflow task's lease lasts.
-    pub lease_ms: u64,
-}
-
-/// A stored API token: only its hash, never the token.
-#[derive(Debug, Clone)]
-pub struct TokenRow {
-    /// The owner the token acts for.
-    pub owner_id: String,
-    /// Names the token.
-    pub id: Uuid,
-    /// What the token may do.
-    pub role: Role,
-    /// SHA-256 of the token, hex.
-    pub token_hash: String,
-}
-
-/// A schedule row: what the API shows, plus the version every update compares.
-#[derive(Debug, Clone)]
-pub struct ScheduleRow {
-    /// The schedule as the API shows it.
-    pub view: ScheduleView,
-    /// Moves with every change; [`StoreTx::update_schedule`] compares it.
-    pub version: i64,
-}
-
-impl ScheduleRow {
-    /// The owner the row belongs to.
-    pub fn owner(&self) -> &str {
-        &self.view.owner
-    }
-    /// The schedule's name.
-    pub fn name(&self) -> &str {
-        &self.view.name
-    }
-}
-
-/// An event to append to a schedule's history.
-#[derive(Debug, Clone)]
-pub struct NewScheduleEvent {
-    /// The owner of the schedule.
-    pub owner_id: String,
-    /// The schedule whose history it joins.
-    pub schedule_name: String,
-    /// When it happened (the transaction's clock, [`StoreTx::now`], like the ticks).
-    pub at: DateTime<Utc>,
-    /// The event type (see [`ScheduleEvent::kind`]).
-    pub kind: &'static str,
-    /// The tick it concerns.
-    pub tick_at: Option<DateTime<Utc>>,
-    /// The job it concerns.
-    pub job_id: Option<Uuid>,
-    /// What else is known about it.
-    pub data: Value,
-}
-
-/// The columns of a schedule kept as text, parsed back into their types.
-/// What one retention batch did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PrunedJobs {
-    /// Jobs deleted.
-    pub deleted: u64,
-    /// Jobs chosen (and locked) for deletion; fewer than the batch's limit means none is
-    /// left above `after` for now.
-    pub chosen: u64,
-    /// The highest id chosen: where the next batch of the same pass starts.
-    pub last: Option<Uuid>,
-}
-
-/// A certification run to record; the store stamps it ([`Store::insert_certification`]).
-#[derive(Debug, Clone)]
-pub struct NewCertification {
-    /// The owner it belongs to (`*` for every owner).
-    pub owner: String,
-    /// The certification's id.
-    pub id: Uuid,
-    /// The activity it certifies the provider for.
-    pub activity: String,
-    /// The provider that ran the contract tests.
-    pub provider: String,
-    /// The output contract it was tested against.
-    pub contract_hash: String,
-    /// Whether the provider passed.
-    pub passed: bool,
-    /// The test run's report.
-    pub report: Value,
-}
-
-/// When the earliest unpaused schedule is due, with the database's clock read by the
-/// same statement ([`Store::next_schedule_fire`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NextScheduleFire {
-    /// The earliest `next_fire_at` of an unpaused schedule of any owner; `None` when none.
-    pub at: Option<DateTime<Utc>>,
-    /// The database's clock when it was read.
-    pub now: DateTime<Utc>,
-}
-
-pub(crate) fn overlap_of(text: &str) -> StoreResult<Overlap> {
-    Overlap::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown overlap `{text}`")))
-}
 
 /// The storage backend. Implementations: [`postgres::PgStore`].
 #[async_trait]
@@ -650,59 +86,15 @@ pub trait Store: Send + Sync + 'static {
         Ok(answers)
     }
 
-    /// Judges replays in a transaction of their own, committed when this returns: locks
-    /// the jobs holding the replays' keys (in (owner, id) order, so two calls never wait on
-    /// each other in a cycle) and appends one `job_replayed`, in the order given, for each
-    /// replay whose fingerprint is that of the job holding its key. Returns those jobs,
-    /// each with its view (activities and attempts) when it could be read with it; keys no
-    /// job holds are left out. On an error nothing is written.
-    async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Vec<ReplayedJob>> {
-        let mut keys: Vec<(String, String)> = replays
-            .iter()
-            .map(|r| (r.owner_id.clone(), r.idempotency_key.clone()))
-            .collect();
-        keys.sort();
-        keys.dedup();
-        let mut tx = self.begin().await?;
-        let jobs = tx.lock_jobs_by_keys(&keys).await?;
-        let events: Vec<NewEvent> = replays
-            .iter()
-            .filter_map(|r| {
-                let job = jobs
-                    .iter()
-                    .find(|j| j.owner_id == r.owner_id && j.idempotency_key == r.idempotency_key)?;
-                (job.fingerprint == r.fingerprint).then(|| NewEvent {
-                    owner_id: job.owner_id.clone(),
-                    job_id: job.id,
-                    kind: crate::model::event::JOB_REPLAYED,
-                    attempt_id: None,
-                    actor: r.actor.clone(),
-                    data: r.data.clone(),
-                })
-            })
-            .collect();
-        tx.append_events(&events).await?;
-        tx.commit().await?;
-        // The replays are written: a job whose view cannot be read now is returned
-        // without one (its callers read it alone).
-        let views = match self.views_of(jobs.clone()).await {
-            Ok(views) => views,
-            Err(e) => {
-                tracing::debug!(error = %e, "reading replayed jobs failed");
-                Vec::new()
-            }
-        };
-        Ok(jobs
-            .into_iter()
-            .map(|job| {
-                let view = views
-                    .iter()
-                    .find(|v| v.owner == job.owner_id && v.id == job.id)
-                    .cloned();
-                ReplayedJob { job, view }
-            })
-            .collect())
-    }
+    /// Judges replays in one autocommit statement, when the store has one (`None` when it
+    /// has not: then [`crate::domain::replay`] composes the same from a transaction's
+    /// primitives). The statement locks the jobs holding the replays' keys (in (owner, id)
+    /// order, so two calls never wait on each other in a cycle) and appends one
+    /// `job_replayed`, in the order given, for each replay whose fingerprint is that of
+    /// the job holding its key. Returns those jobs, each with its view (activities and
+    /// attempts) read by the same statement; keys no job holds are left out. On an error
+    /// nothing is written.
+    async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Option<Vec<ReplayedJob>>>;
 
     /// The views of these jobs (as given) with their activities and attempts read now.
     async fn views_of(&self, jobs: Vec<JobRow>) -> StoreResult<Vec<JobView>> {
@@ -997,24 +389,10 @@ pub trait StoreTx: Send {
 
     /// Job CAS: takes the job's result slot if `version` is current and nobody took it.
     /// `attempt_id` is the winning attempt of an activity job (`None` for a workflow).
-    async fn commit_job_result(
-        &mut self,
-        owner: &str,
-        job_id: Uuid,
-        version: i64,
-        attempt_id: Option<Uuid>,
-        result: &Value,
-    ) -> StoreResult<bool>;
+    async fn commit_job_result(&mut self, commit: &JobResultCommit<'_>) -> StoreResult<bool>;
 
     /// Closes an open job (`failed` or `cancelled`) if `version` is current.
-    async fn close_job(
-        &mut self,
-        owner: &str,
-        job_id: Uuid,
-        version: i64,
-        status: JobStatus,
-        error: Option<&ErrorInfo>,
-    ) -> StoreResult<bool>;
+    async fn close_job(&mut self, closing: &JobClosing<'_>) -> StoreResult<bool>;
 
     /// Inserts an activity.
     async fn insert_activity(&mut self, activity: &NewActivity) -> StoreResult<()>;
@@ -1054,46 +432,45 @@ pub trait StoreTx: Send {
     /// activity's version is still `read_version` and nobody completed it.
     async fn commit_activity_result(
         &mut self,
-        owner: &str,
-        activity_id: Uuid,
-        read_version: i64,
-        attempt_id: Uuid,
-        result: &Value,
+        commit: &ActivityResultCommit<'_>,
     ) -> StoreResult<bool>;
 
     /// The commit of a winning result of an activity job's attempt, in one step: the
     /// activity CAS (invariant 4) and, only when it takes the slot, the attempt →
     /// `succeeded` (from one of `from`, outcome `won`) and the job CAS (at `job_version`).
     /// Returns whether the activity's and the job's slots were taken.
-    #[allow(clippy::too_many_arguments)]
     async fn commit_activity_job_result(
         &mut self,
-        owner: &str,
-        job_id: Uuid,
-        job_version: i64,
-        activity_id: Uuid,
-        read_version: i64,
-        attempt_id: Uuid,
+        win: &WinningResult,
         from: &[AttemptStatus],
-        result: &Value,
     ) -> StoreResult<(bool, bool)> {
-        if !self
-            .commit_activity_result(owner, activity_id, read_version, attempt_id, result)
-            .await?
-        {
+        let activity = ActivityResultCommit {
+            owner: &win.owner_id,
+            activity_id: win.activity_id,
+            read_version: win.read_version,
+            attempt_id: win.attempt_id,
+            result: &win.result,
+        };
+        if !self.commit_activity_result(&activity).await? {
             return Ok((false, false));
         }
-        self.finish_attempt(
-            owner,
-            attempt_id,
+        self.finish_attempt(&AttemptEnding {
+            owner: &win.owner_id,
+            attempt_id: win.attempt_id,
             from,
-            AttemptStatus::Succeeded,
-            None,
-            Some(CompletionOutcome::Won),
-        )
+            to: AttemptStatus::Succeeded,
+            error: None,
+            outcome: Some(CompletionOutcome::Won),
+        })
         .await?;
         let job_won = self
-            .commit_job_result(owner, job_id, job_version, Some(attempt_id), result)
+            .commit_job_result(&JobResultCommit {
+                owner: &win.owner_id,
+                job_id: win.job_id,
+                version: win.job_version,
+                attempt_id: Some(win.attempt_id),
+                result: &win.result,
+            })
             .await?;
         Ok((true, job_won))
     }
@@ -1108,19 +485,7 @@ pub trait StoreTx: Send {
     ) -> StoreResult<Vec<(bool, bool)>> {
         let mut taken = Vec::with_capacity(wins.len());
         for w in wins {
-            taken.push(
-                self.commit_activity_job_result(
-                    &w.owner_id,
-                    w.job_id,
-                    w.job_version,
-                    w.activity_id,
-                    w.read_version,
-                    w.attempt_id,
-                    from,
-                    &w.result,
-                )
-                .await?,
-            );
+            taken.push(self.commit_activity_job_result(w, from).await?);
         }
         Ok(taken)
     }
@@ -1151,15 +516,7 @@ pub trait StoreTx: Send {
 
     /// Ends an attempt that is in one of `from`, recording its error and what its
     /// completion answered.
-    async fn finish_attempt(
-        &mut self,
-        owner: &str,
-        attempt_id: Uuid,
-        from: &[AttemptStatus],
-        to: AttemptStatus,
-        error: Option<&ErrorInfo>,
-        outcome: Option<CompletionOutcome>,
-    ) -> StoreResult<bool>;
+    async fn finish_attempt(&mut self, ending: &AttemptEnding<'_>) -> StoreResult<bool>;
 
     /// `started` with an expired lease → `unknown` (invariant 3).
     async fn mark_attempt_unknown(&mut self, owner: &str, attempt_id: Uuid) -> StoreResult<bool>;
@@ -1177,11 +534,7 @@ pub trait StoreTx: Send {
     /// returns each one cancelled with the status it had.
     async fn cancel_live_attempts(
         &mut self,
-        owner: &str,
-        activity_id: Uuid,
-        except: Option<Uuid>,
-        cancelled_by: &str,
-        reason: &str,
+        cancellation: &LiveAttemptsCancellation<'_>,
     ) -> StoreResult<Vec<(Uuid, AttemptStatus)>>;
 
     /// A live attempt → `cancelled`, with who and why.

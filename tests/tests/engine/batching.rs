@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use futures::future::join_all;
 use onceflow_engine::model::{AttemptStatus, CompletionOutcome, JobStatus, Scope};
+use onceflow_engine::store::AttemptEnding;
 use onceflow_engine::store::WinningResult;
 use onceflow_engine::{Completion, CompletionBody, Engine, EngineError};
 use onceflow_tests::{
@@ -277,7 +278,7 @@ rules! {
         let mut holder = store.begin().await.unwrap();
         holder.lock_job(ALICE, task.job_id).await.unwrap().expect("job");
         let moved = holder
-            .finish_attempt(ALICE, task.attempt_id, &[AttemptStatus::Started], AttemptStatus::Failed, None, Some(CompletionOutcome::Recorded))
+            .finish_attempt(&AttemptEnding { owner: ALICE, attempt_id: task.attempt_id, from: &[AttemptStatus::Started], to: AttemptStatus::Failed, error: None, outcome: Some(CompletionOutcome::Recorded) })
             .await
             .unwrap();
         assert!(moved);

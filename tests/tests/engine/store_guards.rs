@@ -3,6 +3,9 @@
 //! the domain's checks in front of it.
 
 use onceflow_engine::model::{ActivityStatus, AttemptStatus, JobStatus, Scope};
+use onceflow_engine::store::{
+    ActivityResultCommit, AttemptEnding, JobClosing, JobResultCommit, WinningResult,
+};
 use onceflow_engine::store::{AttemptLocation, LeaseExtension, NewEvent, NewReplay, Store};
 use onceflow_engine::Engine;
 use onceflow_tests::{claim_one, llm_job, quick_options, rules, Backend, TestDb, ALICE};
@@ -40,16 +43,16 @@ rules! {
         let mut tx = store.begin().await.unwrap();
         let version = tx.lock_job(ALICE, job).await.unwrap().unwrap().version;
         // A stale activity version: nothing at all moves.
-        assert_eq!(tx.commit_activity_job_result(ALICE, job, version, activity, 7, attempt, &live, &json!(1)).await.unwrap(), (false, false));
+        assert_eq!(tx.commit_activity_job_result(&WinningResult { owner_id: ALICE.into(), job_id: job, job_version: version, activity_id: activity, read_version: 7, attempt_id: attempt, result: json!(1) }, &live).await.unwrap(), (false, false));
         assert_eq!(tx.attempt(ALICE, attempt).await.unwrap().unwrap().status, AttemptStatus::Started);
         assert_eq!(tx.lock_job(ALICE, job).await.unwrap().unwrap().status, JobStatus::Running);
         // A stale job version: the activity's slot is taken, the job's is not.
-        assert_eq!(tx.commit_activity_job_result(ALICE, job, version + 5, activity, 0, attempt, &live, &json!(1)).await.unwrap(), (true, false));
+        assert_eq!(tx.commit_activity_job_result(&WinningResult { owner_id: ALICE.into(), job_id: job, job_version: version + 5, activity_id: activity, read_version: 0, attempt_id: attempt, result: json!(1) }, &live).await.unwrap(), (true, false));
         assert_eq!(tx.attempt(ALICE, attempt).await.unwrap().unwrap().status, AttemptStatus::Succeeded);
         assert_eq!(tx.lock_job(ALICE, job).await.unwrap().unwrap().status, JobStatus::Running);
         // The slot is taken: a second winner loses whole.
         let other = Uuid::now_v7();
-        assert_eq!(tx.commit_activity_job_result(ALICE, job, version, activity, 1, other, &live, &json!(2)).await.unwrap(), (false, false));
+        assert_eq!(tx.commit_activity_job_result(&WinningResult { owner_id: ALICE.into(), job_id: job, job_version: version, activity_id: activity, read_version: 1, attempt_id: other, result: json!(2) }, &live).await.unwrap(), (false, false));
         assert_eq!(tx.lock_job(ALICE, job).await.unwrap().unwrap().result, None);
         let row = tx.activity(ALICE, activity).await.unwrap().unwrap();
         assert_eq!((row.completed_by, row.result), (Some(attempt), Some(json!(1))));
@@ -58,10 +61,10 @@ rules! {
     async fn the_activity_cas_loses_with_a_stale_version_or_a_taken_slot(db) {
         let (store, _, _, activity, attempt, _) = held(db).await;
         let mut tx = store.begin().await.unwrap();
-        assert!(!tx.commit_activity_result(ALICE, activity, 7, attempt, &json!(1)).await.unwrap(), "stale version loses");
-        assert!(tx.commit_activity_result(ALICE, activity, 0, attempt, &json!(1)).await.unwrap());
-        assert!(!tx.commit_activity_result(ALICE, activity, 0, Uuid::now_v7(), &json!(2)).await.unwrap(), "second writer loses");
-        assert!(!tx.commit_activity_result(ALICE, activity, 1, Uuid::now_v7(), &json!(3)).await.unwrap(), "completed_by is set");
+        assert!(!tx.commit_activity_result(&ActivityResultCommit { owner: ALICE, activity_id: activity, read_version: 7, attempt_id: attempt, result: &json!(1) }).await.unwrap(), "stale version loses");
+        assert!(tx.commit_activity_result(&ActivityResultCommit { owner: ALICE, activity_id: activity, read_version: 0, attempt_id: attempt, result: &json!(1) }).await.unwrap());
+        assert!(!tx.commit_activity_result(&ActivityResultCommit { owner: ALICE, activity_id: activity, read_version: 0, attempt_id: Uuid::now_v7(), result: &json!(2) }).await.unwrap(), "second writer loses");
+        assert!(!tx.commit_activity_result(&ActivityResultCommit { owner: ALICE, activity_id: activity, read_version: 1, attempt_id: Uuid::now_v7(), result: &json!(3) }).await.unwrap(), "completed_by is set");
         let row = tx.activity(ALICE, activity).await.unwrap().unwrap();
         assert_eq!((row.version, row.completed_by, row.result), (1, Some(attempt), Some(json!(1))));
     }
@@ -70,17 +73,17 @@ rules! {
         let (store, _, job, _, attempt, _) = held(db).await;
         let mut tx = store.begin().await.unwrap();
         let current = tx.lock_job(ALICE, job).await.unwrap().unwrap().version;
-        assert!(!tx.commit_job_result(ALICE, job, current + 1, Some(attempt), &json!(1)).await.unwrap());
-        assert!(!tx.close_job(ALICE, job, current - 1, JobStatus::Failed, None).await.unwrap());
-        assert!(tx.commit_job_result(ALICE, job, current, Some(attempt), &json!(1)).await.unwrap());
-        assert!(!tx.close_job(ALICE, job, current + 1, JobStatus::Cancelled, None).await.unwrap(), "a succeeded job stays succeeded");
+        assert!(!tx.commit_job_result(&JobResultCommit { owner: ALICE, job_id: job, version: current + 1, attempt_id: Some(attempt), result: &json!(1) }).await.unwrap());
+        assert!(!tx.close_job(&JobClosing { owner: ALICE, job_id: job, version: current - 1, status: JobStatus::Failed, error: None }).await.unwrap());
+        assert!(tx.commit_job_result(&JobResultCommit { owner: ALICE, job_id: job, version: current, attempt_id: Some(attempt), result: &json!(1) }).await.unwrap());
+        assert!(!tx.close_job(&JobClosing { owner: ALICE, job_id: job, version: current + 1, status: JobStatus::Cancelled, error: None }).await.unwrap(), "a succeeded job stays succeeded");
         assert_eq!(tx.lock_job(ALICE, job).await.unwrap().unwrap().status, JobStatus::Succeeded);
     }
 
     async fn closing_an_activity_loses_once_its_slot_is_taken(db) {
         let (store, _, _, activity, attempt, _) = held(db).await;
         let mut tx = store.begin().await.unwrap();
-        assert!(tx.commit_activity_result(ALICE, activity, 0, attempt, &json!(1)).await.unwrap());
+        assert!(tx.commit_activity_result(&ActivityResultCommit { owner: ALICE, activity_id: activity, read_version: 0, attempt_id: attempt, result: &json!(1) }).await.unwrap());
         assert!(!tx.close_activity(ALICE, activity, ActivityStatus::Cancelled, None).await.unwrap());
         assert!(!tx.set_activity_status(ALICE, activity, &[ActivityStatus::Succeeded], ActivityStatus::Running).await.unwrap(), "a closed activity never reopens");
         assert_eq!(tx.activity(ALICE, activity).await.unwrap().unwrap().status, ActivityStatus::Succeeded);
@@ -96,9 +99,9 @@ rules! {
     async fn ending_an_attempt_loses_when_its_status_moved(db) {
         let (store, _, _, _, attempt, _) = held(db).await;
         let mut tx = store.begin().await.unwrap();
-        assert!(!tx.finish_attempt(ALICE, attempt, &[AttemptStatus::Scheduled], AttemptStatus::Expired, None, None).await.unwrap());
-        assert!(tx.finish_attempt(ALICE, attempt, &[AttemptStatus::Started], AttemptStatus::Failed, None, None).await.unwrap());
-        assert!(!tx.finish_attempt(ALICE, attempt, &[AttemptStatus::Started], AttemptStatus::Succeeded, None, None).await.unwrap(), "ends once");
+        assert!(!tx.finish_attempt(&AttemptEnding { owner: ALICE, attempt_id: attempt, from: &[AttemptStatus::Scheduled], to: AttemptStatus::Expired, error: None, outcome: None }).await.unwrap());
+        assert!(tx.finish_attempt(&AttemptEnding { owner: ALICE, attempt_id: attempt, from: &[AttemptStatus::Started], to: AttemptStatus::Failed, error: None, outcome: None }).await.unwrap());
+        assert!(!tx.finish_attempt(&AttemptEnding { owner: ALICE, attempt_id: attempt, from: &[AttemptStatus::Started], to: AttemptStatus::Succeeded, error: None, outcome: None }).await.unwrap(), "ends once");
         assert!(!tx.cancel_attempt(ALICE, attempt, "ops", "late").await.unwrap(), "a finished attempt is not cancelled");
         assert_eq!(tx.attempt(ALICE, attempt).await.unwrap().unwrap().status, AttemptStatus::Failed);
     }
@@ -138,7 +141,7 @@ rules! {
         let replay = NewReplay { owner_id: ALICE.into(), idempotency_key: "k".into(), fingerprint: row.fingerprint, actor: "client:alice".into(), data: json!({}) };
         let replaying = tokio::spawn({
             let store = store.clone();
-            async move { store.replay_now(&[replay]).await }
+            async move { onceflow_engine::domain::replay(store.as_ref(), &[replay]).await }
         });
         if db.backend() == onceflow_tests::Backend::Postgres {
             // The replay waits on the job's lock.

@@ -1,0 +1,248 @@
+//! The PostgreSQL store. Every statement is a `.sql` file under `sql/` (see
+//! [`queries`](self)); every statement that guards an invariant says which.
+
+mod bell;
+mod decode;
+mod queries;
+mod store;
+mod submit;
+mod tx;
+mod views;
+
+pub use queries::{
+    ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, BEGIN_TRANSACTION_SQL, CLAIM_ATTEMPTS_SQL,
+    CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DELETE_PRUNED_JOBS_SQL,
+    EXTEND_LEASES_SQL, LOCK_DUE_TIMERS_SQL, LOCK_EXPIRED_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL,
+    LOCK_OVERDUE_SCHEDULED_SQL, LOCK_PRUNABLE_JOBS_SQL, REPLAY_JOBS_SQL,
+};
+pub use tx::PgTx;
+
+use bell::WorkBell;
+use queries::CONNECTION_ROOM_SQL;
+
+use std::str::FromStr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use super::{ConnectSettings, StoreResult};
+use crate::error::StoreError;
+
+/// The migrations of `migrations/postgres`, embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// A [`Store`](crate::store::Store) on PostgreSQL.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+    bell: Arc<WorkBell>,
+    losses: Arc<Losses>,
+}
+
+/// When this engine last saw the server drop one of its connections (the LISTEN relay's,
+/// which is always reading and so notices a restart at once, or one that failed its
+/// check before use). A server that drops one connection has usually dropped them all
+/// (a restart, a failover, a proxy that went away): from then on, a pooled connection
+/// that went idle before that moment is checked before it is handed out, as one idle for
+/// [`PING_AFTER_IDLE`] is, so that no request is given a connection the server already
+/// closed. Connections used since were checked when they were given back to the pool.
+#[derive(Debug)]
+struct Losses {
+    since: std::time::Instant,
+    /// Microseconds from `since` to the latest loss, plus one; 0 for none yet.
+    latest: std::sync::atomic::AtomicU64,
+}
+
+impl Losses {
+    fn new() -> Arc<Self> {
+        Arc::new(Losses {
+            since: std::time::Instant::now(),
+            latest: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// Records that the server dropped a connection now.
+    fn mark(&self) {
+        let at = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1;
+        self.latest.fetch_max(at, Ordering::AcqRel);
+    }
+
+    /// Whether a connection idle for `idle_for` went idle at or before the latest loss.
+    fn idle_since_a_loss(&self, idle_for: std::time::Duration) -> bool {
+        let latest = self.latest.load(Ordering::Acquire);
+        if latest == 0 {
+            return false;
+        }
+        let now = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1;
+        let idle = u64::try_from(idle_for.as_micros()).unwrap_or(u64::MAX);
+        now.saturating_sub(idle) <= latest
+    }
+}
+
+/// A pooled connection idle this long is pinged before use. One in steady use is not:
+/// if the server went away since, its statement fails like any statement that meets a
+/// dropped connection, and the connection is discarded.
+pub const PING_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl PgStore {
+    /// Wraps an existing pool.
+    pub fn new(pool: PgPool) -> Self {
+        Self::with_losses(pool, Losses::new())
+    }
+
+    fn with_losses(pool: PgPool, losses: Arc<Losses>) -> Self {
+        PgStore {
+            bell: WorkBell::new(pool.clone()),
+            pool,
+            losses,
+        }
+    }
+
+    /// Connects to `url` with a pool of at most `max_connections` and the other
+    /// [`ConnectSettings`] at their defaults; see [`PgStore::connect_with`].
+    pub async fn connect(url: &str, max_connections: u32) -> StoreResult<Self> {
+        Self::connect_with(url, &ConnectSettings::with_max_connections(max_connections)).await
+    }
+
+    /// Connects to `url` with a pool of at most `settings.max_connections`. A connection
+    /// that sat idle for [`PING_AFTER_IDLE`] or more is checked (and replaced if the
+    /// server hung up) before it is handed out; one in steady use is handed out as it is.
+    ///
+    /// Every pooled connection runs with `statement_timeout` and
+    /// `idle_in_transaction_session_timeout` as `settings` say (see [`connect_options`]),
+    /// so no statement and no open transaction holds the database for longer; a statement
+    /// cut short answers [`StoreError::is_unavailable`]. Migrations and retention lift the
+    /// statement timeout for themselves (they are not on any request's path).
+    ///
+    /// Its connections also run with `jit = off`: the engine's statements touch a few rows
+    /// each, but a lookup over an array of keys is estimated at a thousand rows (the
+    /// planner's guess for `generate_subscripts`), which can pass `jit_above_cost` and
+    /// spend 20–30 ms compiling a statement that runs in 0.1 ms (seen on replays).
+    ///
+    /// The pool never asks for more connections than the server has room for when it
+    /// starts: a pool larger than that would, under load, keep retrying refused connections
+    /// (`too many clients`) until its acquire timeout and answer `unavailable`, although
+    /// the connections it has could serve every request in turn. A larger request is
+    /// lowered to the room left (with a warning; see [`connection_room`]), but never below
+    /// [`MIN_POOL_CONNECTIONS`] (or the size asked for, if that is smaller): when the
+    /// server has no room for that minimum, connecting fails with
+    /// [`StoreError::PoolTooSmall`], which says the room, the minimum and what to do.
+    ///
+    /// TLS follows the URL's `sslmode` (`disable`, `prefer` (the default), `require`,
+    /// `verify-ca`, `verify-full`) and `sslrootcert` (CA certificates trusted besides the
+    /// system's roots), through sqlx's rustls. If the process has no default rustls crypto
+    /// provider yet, this installs aws-lc-rs as the default (see
+    /// [`ensure_crypto_provider`]).
+    pub async fn connect_with(url: &str, settings: &ConnectSettings) -> StoreResult<Self> {
+        ensure_crypto_provider();
+        let options = connect_options(url, settings)?;
+        let requested = settings.max_connections.max(1);
+        let minimum = requested.min(MIN_POOL_CONNECTIONS);
+        let max_connections = {
+            use sqlx::Connection;
+            let mut probe = sqlx::PgConnection::connect_with(&options).await?;
+            let room = connection_room(&mut probe).await;
+            probe.close().await.ok();
+            match room {
+                Ok(room) if room < minimum => {
+                    return Err(StoreError::PoolTooSmall { room, minimum });
+                }
+                Ok(room) if room < requested => {
+                    tracing::warn!(
+                        requested,
+                        pool = room,
+                        "the database server has room for fewer connections than requested; the pool is lowered to fit"
+                    );
+                    room
+                }
+                Ok(_) => requested,
+                Err(e) => {
+                    tracing::debug!(error = %e, "could not read the server's connection limit; the pool keeps its size");
+                    requested
+                }
+            }
+        };
+        let losses = Losses::new();
+        let seen = losses.clone();
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            // The default pings every connection on every acquire: a round trip before
+            // each statement or transaction of the hot path.
+            .test_before_acquire(false)
+            .before_acquire(move |conn, meta| {
+                let losses = seen.clone();
+                Box::pin(async move {
+                    if meta.idle_for >= PING_AFTER_IDLE || losses.idle_since_a_loss(meta.idle_for) {
+                        if let Err(e) = sqlx::Connection::ping(conn).await {
+                            losses.mark();
+                            return Err(e);
+                        }
+                    }
+                    Ok(true)
+                })
+            })
+            .connect_with(options)
+            .await?;
+        Ok(PgStore::with_losses(pool, losses))
+    }
+
+    /// The underlying pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+/// The fewest connections an engine's pool works with when it serves: one held for good
+/// by the LISTEN relay (long-poll wake-ups), two for a worker's poll cycle (on PostgreSQL
+/// the claim runs beside the completions, on a connection of its own), and one each for
+/// the background loops that run beside requests: the lease reaper, the scheduler and
+/// retention. A pool lowered to the server's room at start-up never goes below it.
+pub const MIN_POOL_CONNECTIONS: u32 = 6;
+
+/// The options of the engine's pooled connections to `url`: `jit = off`,
+/// `statement_timeout` and `idle_in_transaction_session_timeout` from `settings`, in
+/// milliseconds (zero turns a timeout off, as in PostgreSQL; a nonzero duration under a
+/// millisecond counts as one). They are sent at connection start-up, so they hold for every
+/// connection the pool ever opens, including those it opens again after the server
+/// restarted.
+pub fn connect_options(url: &str, settings: &ConnectSettings) -> StoreResult<PgConnectOptions> {
+    let millis = |d: std::time::Duration| -> String {
+        if d.is_zero() {
+            "0".to_owned()
+        } else {
+            d.as_millis().clamp(1, i32::MAX as u128).to_string()
+        }
+    };
+    Ok(PgConnectOptions::from_str(url)?.options([
+        ("jit", "off".to_owned()),
+        ("statement_timeout", millis(settings.statement_timeout)),
+        (
+            "idle_in_transaction_session_timeout",
+            millis(settings.idle_in_transaction_timeout),
+        ),
+    ]))
+}
+
+/// Makes sure the process has a default rustls crypto provider, installing aws-lc-rs
+/// (the provider of the engine's HTTP server and clients) when none is set; one set
+/// before is kept. sqlx's `sslmode=verify-ca` builds its certificate verifier with the
+/// process default, and rustls cannot pick one by itself when more than one provider is
+/// compiled in (ring for sqlx, aws-lc-rs for reqwest): it would panic there.
+pub fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another thread's install is fine: a default is set either way.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    }
+}
+
+/// How many more connections the server behind `conn` admits for this role now: its
+/// `max_connections`, less the slots reserved for superusers (unless the role is one),
+/// and (PostgreSQL 16 on) for `pg_use_reserved_connections`, less the sessions already open, counting `conn` as free (it is about to close).
+pub async fn connection_room(conn: &mut sqlx::PgConnection) -> StoreResult<u32> {
+    let room: i64 = sqlx::query_scalar(CONNECTION_ROOM_SQL)
+        .fetch_one(conn)
+        .await?;
+    Ok(u32::try_from(room.max(0)).unwrap_or(u32::MAX))
+}

@@ -1,0 +1,3 @@
+-- An activity by id.
+SELECT owner_id, id, job_id, seq, name, providers, options, task_queue, input, status, version,
+    completed_by, result, error, finished_at FROM activities WHERE owner_id = $1 AND id = $2

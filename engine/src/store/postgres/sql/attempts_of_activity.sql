@@ -1,0 +1,6 @@
+-- An activity's attempts in number order.
+SELECT owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, worker_id,
+    lease_token, lease_expires_at, read_version, heartbeat_at, started_at, unknown_at, finished_at,
+    error, completion_outcome, cancelled_by, cancel_reason, created_at FROM attempts
+-- By activity on attempts_one_per_number, the owner as a filter (ARRAY_LOOKUPS).
+WHERE activity_id = $2 AND (owner_id = $1) IS TRUE ORDER BY number

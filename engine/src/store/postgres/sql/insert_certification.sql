@@ -1,0 +1,11 @@
+-- Records a certification run, stamped with the database's clock when it is written (never an
+-- engine's): of two runs recorded one after the other, the later one has the later
+-- `created_at` whatever the clocks of the engines that recorded them, and is the one
+-- [`StoreTx::latest_certification`] and [`Store::latest_certifications`] answer. Returns the
+-- run as recorded.
+-- Certification order (invariant 6): stamped by the database's clock as it writes
+-- (clock_timestamp), never an engine's, so the later run is the latest one.
+INSERT INTO certifications
+    (owner_id, id, activity, provider, contract_hash, passed, report, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp())
+RETURNING created_at

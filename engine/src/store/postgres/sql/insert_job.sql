@@ -1,0 +1,10 @@
+-- Inserts a job unless `(owner, idempotency key)` exists (invariant 1). Returns the inserted
+-- row, or `None` when the key was taken.
+-- Invariant 1: one job per (owner, idempotency key); the loser inserts nothing.
+INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, workflow,
+                  activity, task_queue, input, wf_ready)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $5 = 'workflow')
+ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+RETURNING owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, task_queue, input,
+    status, version, result, error, completed_by, created_at, updated_at, finished_at, wf_ready,
+    wf_lease_token, wf_parked

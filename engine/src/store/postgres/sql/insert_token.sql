@@ -1,0 +1,2 @@
+-- Stores a new token (its hash).
+INSERT INTO api_tokens (owner_id, id, role, token_hash) VALUES ($1, $2, $3, $4)

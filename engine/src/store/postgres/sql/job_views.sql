@@ -1,0 +1,6 @@
+-- The jobs `(owner, id)` with their activities and attempts, in any order; jobs that do not
+-- exist are left out.
+SELECT owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, task_queue, input,
+    status, version, result, error, completed_by, created_at, updated_at, finished_at, wf_ready,
+    wf_lease_token, wf_parked FROM jobs WHERE (owner_id, id) IN (SELECT * FROM unnest($1::text[],
+    $2::uuid[]))

@@ -1,0 +1,23 @@
+-- Retention, first statement: locks up to `$2` jobs finished more than `$1` seconds ago
+-- (database clock), with ids above `$3` if given. Job ids are UUIDv7, so "created before the cutoff" is an id range:
+-- the scan walks `jobs_id_unique` from the oldest job and stops at the cutoff, whatever
+-- the history.
+WITH cutoff AS (
+    SELECT now() - make_interval(secs => $1) AS at
+)
+SELECT j.owner_id, j.id
+FROM jobs j, cutoff
+WHERE j.id < (lpad(to_hex((extract(epoch FROM cutoff.at) * 1000)::bigint), 12, '0')
+              || '00000000000000000000')::uuid
+  -- Retention: only a job finished longer ago than the retention, and none of whose
+  -- attempts is live (a late completion of a live attempt still finds its job).
+  AND ($3::uuid IS NULL OR j.id > $3)
+  AND j.finished_at < cutoff.at
+  AND j.status IN ('succeeded', 'failed', 'cancelled')
+  AND NOT EXISTS (
+      SELECT 1 FROM activities ac JOIN attempts a ON a.owner_id = ac.owner_id AND a.activity_id = ac.id
+      WHERE ac.owner_id = j.owner_id AND ac.job_id = j.id AND a.live)
+ORDER BY j.id
+LIMIT $2
+-- A job another transaction holds (a replay, an operator) waits for a later pass.
+FOR UPDATE OF j SKIP LOCKED

@@ -1,0 +1,5 @@
+-- `started` with an expired lease → `unknown` (invariant 3).
+-- Invariant 3: only a started attempt whose lease really expired becomes unknown
+-- (a heartbeat that extended the lease first wins).
+UPDATE attempts SET status = 'unknown', unknown_at = lease_expires_at
+WHERE owner_id = $1 AND id = $2 AND status = 'started' AND lease_expires_at < now()

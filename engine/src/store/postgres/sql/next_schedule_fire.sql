@@ -1,0 +1,4 @@
+-- When the earliest unpaused schedule of any owner is due next, with the database's clock, so
+-- that the caller can tell whether it is due without reading its own.
+SELECT min(next_fire_at) AS next_fire_at, clock_timestamp() AS now
+FROM schedules WHERE NOT paused

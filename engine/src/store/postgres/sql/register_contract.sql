@@ -1,0 +1,6 @@
+-- Registers (or confirms, making it current again) an output contract.
+-- Registering a known schema again makes it the current contract again.
+INSERT INTO contracts (owner_id, activity, contract_hash, output_schema)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (owner_id, activity, contract_hash)
+DO UPDATE SET registered_at = clock_timestamp()

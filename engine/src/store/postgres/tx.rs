@@ -1,0 +1,845 @@
+//! `impl StoreTx for PgTx`: the guarded statements the domain composes into one
+//! transaction per state change.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use sqlx::{Postgres, Row, Transaction};
+use uuid::Uuid;
+
+use super::bell::*;
+use super::decode::*;
+use super::queries::*;
+use super::submit::*;
+use crate::error::StoreError;
+use crate::model::{
+    ActivityStatus, AttemptStatus, Certification, Contract, ErrorInfo, JobStatus, Scope,
+};
+use crate::store::*;
+
+/// A PostgreSQL transaction.
+pub struct PgTx {
+    pub(super) tx: Transaction<'static, Postgres>,
+    pub(super) bell: Arc<WorkBell>,
+    pub(super) wake: bool,
+    /// The transaction's `now()`, once read.
+    pub(super) now: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+#[async_trait]
+impl StoreTx for PgTx {
+    async fn commit(self: Box<Self>) -> StoreResult<()> {
+        let PgTx { tx, bell, wake, .. } = *self;
+        tx.commit().await?;
+        if wake {
+            bell.ring();
+        }
+        Ok(())
+    }
+
+    async fn now(&mut self) -> StoreResult<chrono::DateTime<chrono::Utc>> {
+        if let Some(now) = self.now {
+            return Ok(now);
+        }
+        let now = sqlx::query_scalar(NOW_SQL).fetch_one(&mut *self.tx).await?;
+        self.now = Some(now);
+        Ok(now)
+    }
+
+    async fn insert_job(&mut self, job: &NewJob) -> StoreResult<Option<JobRow>> {
+        let row = sqlx::query(INSERT_JOB_SQL)
+            .bind(&job.owner_id)
+            .bind(job.id)
+            .bind(&job.idempotency_key)
+            .bind(&job.fingerprint)
+            .bind(job.kind.as_str())
+            .bind(&job.workflow)
+            .bind(&job.activity)
+            .bind(&job.task_queue)
+            .bind(&job.input)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn insert_activity_job(
+        &mut self,
+        job: &NewJob,
+        activity: &NewActivity,
+        attempt: &NewAttempt,
+        events: &[NewEvent],
+    ) -> StoreResult<Option<(JobRow, AttemptRow)>> {
+        let inserted =
+            insert_activity_job_on(&mut *self.tx, job, activity, attempt, events).await?;
+        if inserted.is_some() {
+            self.wake = true;
+        }
+        Ok(inserted)
+    }
+
+    async fn job_by_idempotency_key(
+        &mut self,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<JobRow>> {
+        let row = sqlx::query(JOB_BY_IDEMPOTENCY_KEY_SQL)
+            .bind(owner)
+            .bind(key)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn lock_job_of_attempt(
+        &mut self,
+        scope: &Scope,
+        attempt_id: Uuid,
+    ) -> StoreResult<Option<JobRow>> {
+        let row = sqlx::query(LOCK_JOB_OF_ATTEMPT_SQL)
+            .bind(attempt_id)
+            .bind(scope.owner())
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn lock_jobs_of_attempts(
+        &mut self,
+        attempt_ids: &[Uuid],
+    ) -> StoreResult<Vec<LockedAttempt>> {
+        // Locking discipline: the jobs first, in (owner, id) order, so that batches never
+        // wait on each other in a cycle; each attempt is read once its job is held.
+        let rows = sqlx::query(LOCK_JOBS_OF_ATTEMPTS_SQL)
+            .bind(attempt_ids)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let contract: Option<String> = row.try_get("c_contract_hash")?;
+                Ok(LockedAttempt {
+                    job: job_row_in(Cols { row, prefix: "j_" })?,
+                    attempt: attempt_row(row)?,
+                    contract: contract
+                        .map(|_| contract_row_in(Cols { row, prefix: "c_" }))
+                        .transpose()?,
+                })
+            })
+            .collect()
+    }
+
+    async fn lock_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobRow>> {
+        let row = sqlx::query(LOCK_JOB_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    async fn mark_job_running(&mut self, owner: &str, job_id: Uuid) -> StoreResult<bool> {
+        let result = sqlx::query(MARK_JOB_RUNNING_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    async fn commit_job_result(&mut self, commit: &JobResultCommit<'_>) -> StoreResult<bool> {
+        let JobResultCommit {
+            owner,
+            job_id,
+            version,
+            attempt_id,
+            result,
+        } = *commit;
+        let done = sqlx::query(COMMIT_JOB_RESULT_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(version)
+            .bind(attempt_id)
+            .bind(result)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn close_job(&mut self, closing: &JobClosing<'_>) -> StoreResult<bool> {
+        let JobClosing {
+            owner,
+            job_id,
+            version,
+            status,
+            error,
+        } = *closing;
+        let error = error.map(to_json).transpose()?;
+        let done = sqlx::query(CLOSE_JOB_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(version)
+            .bind(status.as_str())
+            .bind(error)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn insert_activity(&mut self, a: &NewActivity) -> StoreResult<()> {
+        sqlx::query(INSERT_ACTIVITY_SQL)
+            .bind(&a.owner_id)
+            .bind(a.id)
+            .bind(a.job_id)
+            .bind(a.seq)
+            .bind(&a.name)
+            .bind(&a.providers)
+            .bind(to_json(&a.options)?)
+            .bind(&a.task_queue)
+            .bind(&a.input)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Option<ActivityRow>> {
+        let row = sqlx::query(ACTIVITY_SQL)
+            .bind(owner)
+            .bind(activity_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(activity_row).transpose()
+    }
+
+    async fn activity_by_seq(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i32,
+    ) -> StoreResult<Option<ActivityRow>> {
+        let row = sqlx::query(ACTIVITY_BY_SEQ_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(seq)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(activity_row).transpose()
+    }
+
+    async fn activities_of_job(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+    ) -> StoreResult<Vec<ActivityRow>> {
+        let rows = sqlx::query(ACTIVITIES_OF_JOB_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(activity_row).collect()
+    }
+
+    async fn set_activity_status(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        from: &[ActivityStatus],
+        to: ActivityStatus,
+    ) -> StoreResult<bool> {
+        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
+        let done = sqlx::query(SET_ACTIVITY_STATUS_SQL)
+            .bind(owner)
+            .bind(activity_id)
+            .bind(&from)
+            .bind(to.as_str())
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn commit_activity_result(
+        &mut self,
+        commit: &ActivityResultCommit<'_>,
+    ) -> StoreResult<bool> {
+        let ActivityResultCommit {
+            owner,
+            activity_id,
+            read_version,
+            attempt_id,
+            result,
+        } = *commit;
+        let done = sqlx::query(COMMIT_ACTIVITY_RESULT_SQL)
+            .bind(owner)
+            .bind(activity_id)
+            .bind(read_version)
+            .bind(attempt_id)
+            .bind(result)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn commit_activity_job_result(
+        &mut self,
+        win: &WinningResult,
+        from: &[AttemptStatus],
+    ) -> StoreResult<(bool, bool)> {
+        let (owner, job_id, job_version) = (win.owner_id.as_str(), win.job_id, win.job_version);
+        let (activity_id, read_version) = (win.activity_id, win.read_version);
+        let (attempt_id, result) = (win.attempt_id, &win.result);
+        let row = sqlx::query(COMMIT_ACTIVITY_JOB_RESULT_SQL)
+            .bind(owner)
+            .bind(activity_id)
+            .bind(read_version)
+            .bind(attempt_id)
+            .bind(result)
+            .bind(status_words(from))
+            .bind(job_id)
+            .bind(job_version)
+            .fetch_one(&mut *self.tx)
+            .await?;
+        Ok((row.try_get("activity_won")?, row.try_get("job_won")?))
+    }
+
+    async fn commit_activity_job_results(
+        &mut self,
+        wins: &[WinningResult],
+        from: &[AttemptStatus],
+    ) -> StoreResult<Vec<(bool, bool)>> {
+        let owners: Vec<&str> = wins.iter().map(|w| w.owner_id.as_str()).collect();
+        let jobs: Vec<Uuid> = wins.iter().map(|w| w.job_id).collect();
+        let job_versions: Vec<i64> = wins.iter().map(|w| w.job_version).collect();
+        let activities: Vec<Uuid> = wins.iter().map(|w| w.activity_id).collect();
+        let read_versions: Vec<i64> = wins.iter().map(|w| w.read_version).collect();
+        let attempts: Vec<Uuid> = wins.iter().map(|w| w.attempt_id).collect();
+        let results: Vec<&Value> = wins.iter().map(|w| &w.result).collect();
+        let rows = sqlx::query(COMMIT_ACTIVITY_JOB_RESULTS_SQL)
+            .bind(&owners)
+            .bind(&jobs)
+            .bind(&job_versions)
+            .bind(&activities)
+            .bind(&read_versions)
+            .bind(&attempts)
+            .bind(&results)
+            .bind(status_words(from))
+            .fetch_all(&mut *self.tx)
+            .await?;
+        let mut taken = vec![(false, false); wins.len()];
+        for row in &rows {
+            let at: i64 = row.try_get("ord")?;
+            let slot = usize::try_from(at - 1).ok().and_then(|i| taken.get_mut(i));
+            let slot = slot.ok_or_else(|| {
+                StoreError::Corrupt("a batched CAS answered a result it was not given".into())
+            })?;
+            *slot = (row.try_get("activity_won")?, row.try_get("job_won")?);
+        }
+        Ok(taken)
+    }
+
+    async fn close_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        status: ActivityStatus,
+        error: Option<&ErrorInfo>,
+    ) -> StoreResult<bool> {
+        let error = error.map(to_json).transpose()?;
+        let done = sqlx::query(CLOSE_ACTIVITY_SQL)
+            .bind(owner)
+            .bind(activity_id)
+            .bind(status.as_str())
+            .bind(error)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn insert_attempt(&mut self, a: &NewAttempt) -> StoreResult<Option<AttemptRow>> {
+        let row = sqlx::query(INSERT_ATTEMPT_SQL)
+            .bind(&a.owner_id)
+            .bind(a.id)
+            .bind(a.activity_id)
+            .bind(a.job_id)
+            .bind(a.number)
+            .bind(&a.activity)
+            .bind(&a.task_queue)
+            .bind(&a.provider)
+            .bind(a.delay_ms as f64 / 1000.0)
+            .bind(a.schedule_to_start_timeout_s.map(|s| s as f64))
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(attempt_row).transpose()
+    }
+
+    async fn attempt(&mut self, owner: &str, attempt_id: Uuid) -> StoreResult<Option<AttemptRow>> {
+        let row = sqlx::query(ATTEMPT_SQL)
+            .bind(owner)
+            .bind(attempt_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(attempt_row).transpose()
+    }
+
+    async fn attempts_of_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Vec<AttemptRow>> {
+        let rows = sqlx::query(ATTEMPTS_OF_ACTIVITY_SQL)
+            .bind(owner)
+            .bind(activity_id)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(attempt_row).collect()
+    }
+
+    async fn finish_attempt(&mut self, ending: &AttemptEnding<'_>) -> StoreResult<bool> {
+        let AttemptEnding {
+            owner,
+            attempt_id,
+            from,
+            to,
+            error,
+            outcome,
+        } = *ending;
+        let error = error.map(to_json).transpose()?;
+        let done = sqlx::query(FINISH_ATTEMPT_SQL)
+            .bind(owner)
+            .bind(attempt_id)
+            .bind(status_words(from))
+            .bind(to.as_str())
+            .bind(error)
+            .bind(outcome.map(|o| o.as_str()))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn mark_attempt_unknown(&mut self, owner: &str, attempt_id: Uuid) -> StoreResult<bool> {
+        let done = sqlx::query(MARK_ATTEMPT_UNKNOWN_SQL)
+            .bind(owner)
+            .bind(attempt_id)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn revive_attempt(
+        &mut self,
+        owner: &str,
+        attempt_id: Uuid,
+        token: Uuid,
+        details: Option<&Value>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(REVIVE_ATTEMPT_SQL)
+            .bind(owner)
+            .bind(attempt_id)
+            .bind(token)
+            .bind(details)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn cancel_live_attempts(
+        &mut self,
+        cancellation: &LiveAttemptsCancellation<'_>,
+    ) -> StoreResult<Vec<(Uuid, AttemptStatus)>> {
+        let LiveAttemptsCancellation {
+            owner,
+            activity_id,
+            except,
+            cancelled_by,
+            reason,
+        } = *cancellation;
+        let rows = sqlx::query(CANCEL_LIVE_ATTEMPTS_SQL)
+            .bind(owner)
+            .bind(activity_id)
+            .bind(except)
+            .bind(cancelled_by)
+            .bind(reason)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let was: String = r.try_get("was")?;
+                Ok((
+                    r.try_get("id")?,
+                    AttemptStatus::parse(&was).ok_or_else(|| corrupt("attempt status", &was))?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn cancel_attempt(
+        &mut self,
+        owner: &str,
+        attempt_id: Uuid,
+        cancelled_by: &str,
+        reason: &str,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(CANCEL_ATTEMPT_SQL)
+            .bind(owner)
+            .bind(attempt_id)
+            .bind(cancelled_by)
+            .bind(reason)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn notify_work(&mut self, _task_queue: &str) -> StoreResult<()> {
+        // A wake-up hint, rung after commit (merged with others; see `WorkBell`).
+        self.wake = true;
+        Ok(())
+    }
+
+    async fn append_events(&mut self, events: &[NewEvent]) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut owners = Vec::with_capacity(events.len());
+        let mut jobs = Vec::with_capacity(events.len());
+        let mut kinds = Vec::with_capacity(events.len());
+        let mut attempts = Vec::with_capacity(events.len());
+        let mut actors = Vec::with_capacity(events.len());
+        let mut data = Vec::with_capacity(events.len());
+        for e in events {
+            owners.push(e.owner_id.clone());
+            jobs.push(e.job_id);
+            kinds.push(e.kind.to_owned());
+            attempts.push(e.attempt_id);
+            actors.push(e.actor.clone());
+            data.push(e.data.clone());
+        }
+        sqlx::query(APPEND_EVENTS_SQL)
+            .bind(&owners)
+            .bind(&jobs)
+            .bind(&kinds)
+            .bind(&attempts)
+            .bind(&actors)
+            .bind(&data)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn current_contract(
+        &mut self,
+        owner: &str,
+        activity: &str,
+    ) -> StoreResult<Option<Contract>> {
+        let row = sqlx::query(CURRENT_CONTRACT_SQL)
+            .bind(owner)
+            .bind(activity)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(contract_row).transpose()
+    }
+
+    async fn latest_certification(
+        &mut self,
+        owner: &str,
+        activity: &str,
+        provider: &str,
+        contract_hash: &str,
+    ) -> StoreResult<Option<Certification>> {
+        let row = sqlx::query(LATEST_CERTIFICATION_SQL)
+            .bind(owner)
+            .bind(activity)
+            .bind(provider)
+            .bind(contract_hash)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(certification_row).transpose()
+    }
+
+    async fn claim_attempts(&mut self, filter: &ClaimFilter) -> StoreResult<Vec<ClaimedAttempt>> {
+        let (activities, providers): (Vec<String>, Vec<String>) =
+            filter.providers.iter().cloned().unzip();
+        // Dispatch: SKIP LOCKED hands each scheduled attempt to one worker only; the job
+        // row is locked with it (lock order: job before its attempts).
+        let rows = sqlx::query(CLAIM_ATTEMPTS_SQL)
+            .bind(&filter.task_queue)
+            .bind(filter.scope.owner())
+            .bind(&activities)
+            .bind(&providers)
+            .bind(filter.limit)
+            .bind(&filter.worker_id)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let options: Value = r.try_get("activity_options")?;
+                Ok(ClaimedAttempt {
+                    attempt: attempt_row(r)?,
+                    activity_seq: r.try_get("activity_seq")?,
+                    input: r.try_get("activity_input")?,
+                    options: serde_json::from_value(options)
+                        .map_err(|e| StoreError::Corrupt(format!("activity options: {e}")))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_workflow_tasks(
+        &mut self,
+        filter: &WorkflowClaimFilter,
+    ) -> StoreResult<Vec<JobRow>> {
+        // Dispatch: SKIP LOCKED hands each workflow task to one worker; a task whose
+        // lease expired is simply handed out again (workflow code has no side effects).
+        let rows = sqlx::query(CLAIM_WORKFLOW_TASKS_SQL)
+            .bind(&filter.task_queue)
+            .bind(&filter.workflows)
+            .bind(filter.scope.owner())
+            .bind(filter.limit)
+            .bind(&filter.worker_id)
+            .bind(filter.lease_ms as f64 / 1000.0)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(job_row).collect()
+    }
+
+    async fn complete_workflow_task(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        token: Uuid,
+        read_version: i64,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(COMPLETE_WORKFLOW_TASK_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(token)
+            .bind(read_version)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn mark_workflow_ready(&mut self, owner: &str, job_id: Uuid) -> StoreResult<()> {
+        let queue: Option<String> = sqlx::query_scalar(MARK_WORKFLOW_READY_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        if let Some(queue) = queue {
+            self.notify_work(&queue).await?;
+        }
+        Ok(())
+    }
+
+    async fn park_workflow(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        error: &ErrorInfo,
+    ) -> StoreResult<()> {
+        sqlx::query(PARK_WORKFLOW_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(to_json(error)?)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
+    async fn insert_timer(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i32,
+        delay_ms: u64,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(INSERT_TIMER_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(seq)
+            .bind(delay_ms as f64 / 1000.0)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn timers_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<TimerRow>> {
+        let rows = sqlx::query(TIMERS_OF_JOB_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TimerRow {
+                    seq: r.try_get("seq")?,
+                    fire_at: r.try_get("fire_at")?,
+                    fired_at: r.try_get("fired_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>> {
+        // Timer loop: each due timer is taken by one engine only (SKIP LOCKED).
+        let rows = sqlx::query(LOCK_DUE_TIMERS_SQL)
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("owner_id")?,
+                    r.try_get("job_id")?,
+                    r.try_get("seq")?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn fire_timer(&mut self, owner: &str, job_id: Uuid, seq: i32) -> StoreResult<bool> {
+        let done = sqlx::query(FIRE_TIMER_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(seq)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn lock_expired_leases(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
+        // Reaper: each expired lease is taken by one reaper only (SKIP LOCKED).
+        let rows = sqlx::query(LOCK_EXPIRED_LEASES_SQL)
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_id")?, r.try_get("id")?)))
+            .collect()
+    }
+
+    async fn lock_overdue_scheduled(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
+        // Reaper: each overdue scheduled attempt is taken by one reaper only (SKIP LOCKED).
+        let rows = sqlx::query(LOCK_OVERDUE_SCHEDULED_SQL)
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_id")?, r.try_get("id")?)))
+            .collect()
+    }
+
+    async fn lock_schedule(&mut self, owner: &str, name: &str) -> StoreResult<Option<ScheduleRow>> {
+        let row = sqlx::query(LOCK_SCHEDULE_SQL)
+            .bind(owner)
+            .bind(name)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(schedule_row).transpose()
+    }
+
+    async fn insert_schedule(&mut self, s: &ScheduleRow) -> StoreResult<bool> {
+        let v = &s.view;
+        let done = sqlx::query(INSERT_SCHEDULE_SQL)
+            .bind(&v.owner)
+            .bind(&v.name)
+            .bind(&v.cron)
+            .bind(&v.timezone)
+            .bind(&v.job)
+            .bind(v.overlap.as_str())
+            .bind(v.catchup_window_s as i64)
+            .bind(v.paused)
+            .bind(v.next_fire_at)
+            .bind(s.version)
+            .bind(v.created_at)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn update_schedule(&mut self, s: &ScheduleRow) -> StoreResult<bool> {
+        let v = &s.view;
+        let done = sqlx::query(UPDATE_SCHEDULE_SQL)
+            .bind(&v.owner)
+            .bind(&v.name)
+            .bind(s.version)
+            .bind(&v.cron)
+            .bind(&v.timezone)
+            .bind(&v.job)
+            .bind(v.overlap.as_str())
+            .bind(v.catchup_window_s as i64)
+            .bind(v.paused)
+            .bind(v.next_fire_at)
+            .bind(v.last_fired_at)
+            .bind(v.last_job_id)
+            .bind(v.fired_count as i64)
+            .bind(v.skipped_overlap_count as i64)
+            .bind(v.skipped_too_old_count as i64)
+            .bind(v.updated_at)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn delete_schedule(&mut self, owner: &str, name: &str) -> StoreResult<bool> {
+        let done = sqlx::query(DELETE_SCHEDULE_SQL)
+            .bind(owner)
+            .bind(name)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn lock_due_schedules(&mut self, limit: i64) -> StoreResult<Vec<ScheduleRow>> {
+        let rows = sqlx::query(LOCK_DUE_SCHEDULES_SQL)
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(schedule_row).collect()
+    }
+
+    async fn job_status(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Option<JobStatus>> {
+        let status: Option<String> = sqlx::query_scalar(JOB_STATUS_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        status
+            .map(|s| JobStatus::parse(&s).ok_or_else(|| corrupt("job status", &s)))
+            .transpose()
+    }
+
+    async fn append_schedule_events(&mut self, events: &[NewScheduleEvent]) -> StoreResult<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut owners = Vec::with_capacity(events.len());
+        let mut names = Vec::with_capacity(events.len());
+        let mut ats = Vec::with_capacity(events.len());
+        let mut kinds = Vec::with_capacity(events.len());
+        let mut ticks = Vec::with_capacity(events.len());
+        let mut jobs = Vec::with_capacity(events.len());
+        let mut data = Vec::with_capacity(events.len());
+        for e in events {
+            owners.push(e.owner_id.clone());
+            names.push(e.schedule_name.clone());
+            ats.push(e.at);
+            kinds.push(e.kind.to_owned());
+            ticks.push(e.tick_at);
+            jobs.push(e.job_id);
+            data.push(e.data.clone());
+        }
+        sqlx::query(APPEND_SCHEDULE_EVENTS_SQL)
+            .bind(&owners)
+            .bind(&names)
+            .bind(&ats)
+            .bind(&kinds)
+            .bind(&ticks)
+            .bind(&jobs)
+            .bind(&data)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,4 @@
+-- An activity by its position in the job.
+SELECT owner_id, id, job_id, seq, name, providers, options, task_queue, input, status, version,
+    completed_by, result, error,
+    finished_at FROM activities WHERE owner_id = ? AND job_id = ? AND seq = ?

@@ -1,0 +1,2 @@
+-- Deletes a schedule and its events; `false` when there was none.
+DELETE FROM schedules WHERE owner_id = ? AND name = ?

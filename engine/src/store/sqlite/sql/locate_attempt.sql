@@ -1,0 +1,3 @@
+-- Finds the owner and job of an attempt visible in `scope`.
+-- Owner isolation: an attempt outside the scope is not found.
+SELECT owner_id, job_id FROM attempts WHERE id = ? AND (? IS NULL OR owner_id = ?)

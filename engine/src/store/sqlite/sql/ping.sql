@@ -1,0 +1,2 @@
+-- Answers when the database answers.
+SELECT 1

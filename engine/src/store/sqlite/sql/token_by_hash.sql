@@ -1,0 +1,3 @@
+-- The unrevoked token with this hash.
+-- A revoked token stops working at once.
+SELECT owner_id, id, role, token_hash FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL
