@@ -274,7 +274,7 @@ pub(crate) fn overlap_of(text: &str) -> StoreResult<Overlap> {
 }
 
 impl AttemptRow {
-    /// The attempt as API.md shows it.
+    /// The attempt as the API shows it (docs/api.md).
     pub fn view(&self) -> AttemptView {
         AttemptView {
             id: self.id,
