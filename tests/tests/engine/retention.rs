@@ -56,6 +56,20 @@ async fn retention_passes() {
     tokio::time::sleep(RETENTION + Duration::from_millis(300)).await;
 }
 
+/// The retention that puts the cutoff, now, halfway between `old` and `fresh` (two
+/// readings of the database clock at least `RETENTION` apart): jobs finished before `old`
+/// are past it and jobs finished after `fresh` are not, however slowly the test runs.
+async fn retention_between(
+    db: &TestDb,
+    old: chrono::DateTime<chrono::Utc>,
+    fresh: chrono::DateTime<chrono::Utc>,
+) -> Duration {
+    let midpoint = old + (fresh - old) / 2;
+    (db.clock().await - midpoint)
+        .to_std()
+        .expect("the midpoint is in the past")
+}
+
 rules! {
     async fn finished_jobs_past_retention_are_pruned_with_everything_they_own_and_nothing_else(db) {
         let engine = db.engine();
@@ -69,7 +83,9 @@ rules! {
         db.execute(&format!("UPDATE attempts SET status = 'unknown' WHERE job_id = '{with_live_attempt}'")).await.unwrap();
         // Submitted as long ago, never finished.
         let queued = engine.submit(ALICE, "queued", &llm_job(json!({}), quick_options())).await.unwrap().job.id;
+        let old = db.clock().await;
         retention_passes().await;
+        let fresh = db.clock().await;
         // Created before the retention ran out, finished just now.
         let finished_late = {
             let task = claim(&engine, &owner(ALICE), "w1", "primary-llm", 1).await.pop().expect("the queued job's attempt");
@@ -87,7 +103,8 @@ rules! {
         assert!(before[&succeeded][3] >= 3, "the job had events: {:?}", before[&succeeded]);
 
         // One job per transaction, so the pass needs several.
-        let pruned = engine.prune_finished_jobs(RETENTION, 1).await.unwrap();
+        // The cutoff sits between the two groups whatever the machine's load.
+        let pruned = engine.prune_finished_jobs(retention_between(db, old, fresh).await, 1).await.unwrap();
         assert_eq!(pruned, 2, "the succeeded and the cancelled job");
         for gone in [succeeded, cancelled] {
             assert_eq!(rows_of(db, gone).await, [0; 5], "nothing of job {gone} is left");
@@ -96,7 +113,11 @@ rules! {
         for kept in [with_live_attempt, finished_late, queued_now, recent] {
             assert_eq!(rows_of(db, kept).await, before[&kept], "job {kept} is untouched");
         }
-        assert_eq!(engine.prune_finished_jobs(RETENTION, 1).await.unwrap(), 0, "a second pass finds nothing");
+        assert_eq!(
+            engine.prune_finished_jobs(retention_between(db, old, fresh).await, 1).await.unwrap(),
+            0,
+            "a second pass finds nothing"
+        );
 
         // A pruned job's key is free: the same key makes a new job, with any request.
         let again = engine.submit(ALICE, "succeeded", &llm_job(json!({"key": "succeeded"}), quick_options())).await.unwrap();
