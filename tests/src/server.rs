@@ -317,17 +317,18 @@ pub fn onceflow_binary() -> PathBuf {
                 }
             }
             let status = build
+                // The whole workspace's binaries and examples, as `.ci/run` builds them:
+                // one feature resolution (the tests crate turns on the engine's `otel`), so
+                // this build and the later one share every artifact instead of rebuilding
+                // the dependencies for a second set of features.
                 .args([
                     "build",
                     "--quiet",
                     "--profile",
                     &profile,
-                    "-p",
-                    "onceflow-engine",
-                    "--features",
-                    "otel",
-                    "--bin",
-                    "onceflow",
+                    "--workspace",
+                    "--bins",
+                    "--examples",
                 ])
                 .env("CARGO_TARGET_DIR", target_dir)
                 .status()
