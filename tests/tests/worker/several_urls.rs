@@ -14,7 +14,7 @@ use onceflow_worker::{
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Work {
@@ -36,10 +36,25 @@ fn refusing_url() -> String {
     format!("http://127.0.0.1:{port}")
 }
 
-/// A loopback URL whose server accepts each connection, reads the request and closes
-/// the connection without answering (a server that stopped while a request was on its
-/// way): such a request may have been acted on.
+/// A loopback URL whose server accepts each connection, reads the request's head and
+/// closes the connection without answering (a server that stopped while a request was
+/// on its way): such a request may have been acted on.
 async fn dropping_url() -> String {
+    fake_server(None).await
+}
+
+/// A loopback URL whose server answers every request `503` with no body (a proxy
+/// without a backend, say), after reading its head.
+async fn unavailable_url() -> String {
+    fake_server(Some(
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+    ))
+    .await
+}
+
+/// A loopback server that reads each request's head, then writes `answer` (if any) and
+/// closes the connection.
+async fn fake_server(answer: Option<&'static [u8]>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -58,6 +73,10 @@ async fn dropping_url() -> String {
                     if seen.windows(4).any(|w| w == b"\r\n\r\n") {
                         break;
                     }
+                }
+                if let Some(answer) = answer {
+                    let _ = stream.write_all(answer).await;
+                    let _ = stream.shutdown().await;
                 }
             });
         }
@@ -172,4 +191,28 @@ fn no_url_is_a_configuration_error() {
         })
         .build();
     assert!(matches!(built, Err(SdkError::Config(_))), "{built:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_503_moves_on_only_a_request_safe_to_repeat() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = TestServer::start(&db).await;
+    let unavailable = unavailable_url().await;
+    let urls = [unavailable.as_str(), &server.api.url];
+    let client = Client::with_urls(urls, &server.tokens.client).expect("a client");
+    let id = client
+        .submit_activity("k", "work", &["cpu"], &Work { n: 1 }, options())
+        .await
+        .expect("a keyed submission answered 503 is sent to the next URL")
+        .job
+        .id;
+    assert_eq!(client.endpoints().current(), server.api.url);
+
+    let unsafe_client = Client::with_urls(urls, &server.tokens.client).expect("a client");
+    let manual = unsafe_client.create_attempt(id, 0, "cpu").await;
+    assert!(
+        matches!(manual, Err(SdkError::Api { status: 503, .. })),
+        "a manual attempt answered 503 returns it, not sent again: {manual:?}"
+    );
+    assert_eq!(unsafe_client.endpoints().failovers(), 0);
 }
