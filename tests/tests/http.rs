@@ -13,6 +13,7 @@ mod http {
     mod metrics;
     mod process;
     mod restart;
+    mod rolling_restart;
     mod schedules;
     mod service;
     mod story;

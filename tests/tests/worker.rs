@@ -4,4 +4,5 @@
 mod worker {
     mod lifecycle;
     mod providers;
+    mod several_urls;
 }

@@ -10,6 +10,7 @@ use onceflow_protocol::model::{ActivityOptions, AttemptView, JobEvent, JobView, 
 use reqwest::Method;
 use serde::Serialize;
 
+use crate::endpoints::{Endpoints, Repeat};
 use crate::error::SdkError;
 use crate::http::CaCert;
 use crate::transport::Transport;
@@ -30,6 +31,15 @@ pub struct Submitted {
 ///
 /// With a `client` token it submits and reads its owner's jobs; with an `operator`
 /// token it reads every owner's jobs and cancels stuck attempts.
+///
+/// Given several URLs (the engine's `serve` processes), a request that cannot connect to
+/// one, or that is safe to repeat and finds it stopping or answering `502`/`503`/`504`,
+/// moves on to the next at once (see [`Endpoints`]): a rolling restart of the engine
+/// goes unnoticed. A submission is safe to repeat (its `Idempotency-Key` makes the
+/// repeat answer the same job), as are reads and [`Client::cancel`];
+/// [`Client::create_attempt`] and [`Client::cancel_attempt`] move on only when they
+/// could not connect. The client itself does not wait and retry: when every URL failed,
+/// the error is returned, and [`SdkError::is_transient`] says whether to try again.
 #[derive(Clone, Debug)]
 pub struct Client {
     transport: Transport,
@@ -37,27 +47,50 @@ pub struct Client {
 
 impl Client {
     /// A client of the engine at `url` (e.g. `http://127.0.0.1:7380` or
-    /// `https://onceflow.internal`). Over `https://` it trusts the system's roots plus the
-    /// CA certificates of the PEM file named by `ONCEFLOW_CA_CERT`, if set; a file that
-    /// cannot be read or holds no certificate is an [`SdkError::Config`] naming the variable.
-    pub fn new(url: impl Into<String>, token: impl Into<String>) -> Result<Self, SdkError> {
+    /// `https://onceflow.internal`), or at several URLs separated by commas
+    /// (`http://10.0.0.1:7380,http://10.0.0.2:7380`, as `ONCEFLOW_URL` may hold). Over
+    /// `https://` it trusts the system's roots plus the CA certificates of the PEM file
+    /// named by `ONCEFLOW_CA_CERT`, if set; a file that cannot be read or holds no
+    /// certificate is an [`SdkError::Config`] naming the variable, and so is an empty URL.
+    pub fn new(url: impl AsRef<str>, token: impl Into<String>) -> Result<Self, SdkError> {
+        Self::with_urls([url], token)
+    }
+
+    /// A client of the engine at `urls`, tried in order (see [`Client`]); otherwise as
+    /// [`Client::new`]. No URL is an [`SdkError::Config`].
+    pub fn with_urls<I, S>(urls: I, token: impl Into<String>) -> Result<Self, SdkError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
         Ok(Client {
-            transport: Transport::new(url, token, CaCert::from_env().as_ref())?,
+            transport: Transport::new(Endpoints::new(urls)?, token, CaCert::from_env().as_ref())?,
         })
     }
 
-    /// A client of the engine at `url` that trusts the system's roots plus the CA
-    /// certificates of the PEM file `ca_cert` (instead of reading `ONCEFLOW_CA_CERT`).
-    /// A file that cannot be read or holds no certificate is an [`SdkError::Config`]
-    /// naming it.
+    /// A client of the engine at `url` (one, or several separated by commas) that trusts
+    /// the system's roots plus the CA certificates of the PEM file `ca_cert` (instead of
+    /// reading `ONCEFLOW_CA_CERT`). A file that cannot be read or holds no certificate is
+    /// an [`SdkError::Config`] naming it.
     pub fn with_ca_cert(
-        url: impl Into<String>,
+        url: impl AsRef<str>,
         token: impl Into<String>,
         ca_cert: impl Into<PathBuf>,
     ) -> Result<Self, SdkError> {
         Ok(Client {
-            transport: Transport::new(url, token, Some(&CaCert::Explicit(ca_cert.into())))?,
+            transport: Transport::new(
+                Endpoints::parse(url.as_ref())?,
+                token,
+                Some(&CaCert::Explicit(ca_cert.into())),
+            )?,
         })
+    }
+
+    /// The engine's URLs and the one requests go to now; its
+    /// [`failovers`](Endpoints::failovers) count how often a request of this client (or a
+    /// clone) moved on to the next URL.
+    pub fn endpoints(&self) -> &Endpoints {
+        self.transport.endpoints()
     }
 
     /// Submits an intent under `idempotency_key`. Submitting the same key and request
@@ -72,6 +105,7 @@ impl Client {
         let answer = self
             .transport
             .call::<_, JobView>(
+                Repeat::Safe,
                 Method::POST,
                 "/v1/jobs",
                 &[("Idempotency-Key", idempotency_key)],
@@ -145,6 +179,7 @@ impl Client {
         Ok(self
             .transport
             .call::<(), JobView>(
+                Repeat::Safe,
                 Method::POST,
                 &format!("/v1/jobs/{job_id}/cancel"),
                 &[],
@@ -171,6 +206,7 @@ impl Client {
         Ok(self
             .transport
             .call(
+                Repeat::Unsafe,
                 Method::POST,
                 &format!("/v1/jobs/{job_id}/activities/{seq}/attempts"),
                 &[],
@@ -222,6 +258,7 @@ impl Client {
         Ok(self
             .transport
             .call(
+                Repeat::Unsafe,
                 Method::POST,
                 &format!("/v1/attempts/{attempt_id}/cancel"),
                 &[],
@@ -242,7 +279,7 @@ impl Client {
     async fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<T, SdkError> {
         Ok(self
             .transport
-            .call::<(), T>(Method::GET, path, &[], None, CALL_TIMEOUT)
+            .call::<(), T>(Repeat::Safe, Method::GET, path, &[], None, CALL_TIMEOUT)
             .await?
             .body)
     }

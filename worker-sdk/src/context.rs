@@ -11,6 +11,7 @@ use reqwest::Method;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::endpoints::Repeat;
 use crate::error::SdkError;
 use crate::transport::Transport;
 
@@ -159,6 +160,7 @@ impl ActivityContext {
         );
         match transport
             .call::<_, HeartbeatResponse>(
+                Repeat::Safe,
                 Method::POST,
                 &path,
                 &[],

@@ -62,6 +62,14 @@
 //!
 //! [`Client`] submits jobs and reads them.
 //!
+//! ## Several engine processes
+//! Both take one URL or several (comma-separated, or a list: [`WorkerBuilder::urls`],
+//! [`Client::with_urls`]), one per `serve` process of the same database. A request that
+//! cannot connect to one, or that is safe to repeat and finds it stopping (SIGTERM) or
+//! answering `502`/`503`/`504`, moves on to the next at once; see [`Endpoints`] for the
+//! rule and which requests are safe to repeat. So restarting the engine's processes one
+//! at a time fails no request.
+//!
 //! ## TLS
 //! Both speak `https://` (rustls, no OpenSSL). They trust the system's root certificates
 //! plus the CA certificates of the PEM file named by `ONCEFLOW_CA_CERT` (or given with
@@ -71,6 +79,7 @@
 
 mod client;
 mod context;
+mod endpoints;
 mod error;
 mod http;
 mod provider;
@@ -82,6 +91,7 @@ mod workflow;
 
 pub use client::{Client, Submitted};
 pub use context::{ActivityContext, StopReason};
+pub use endpoints::{Endpoints, Repeat};
 pub use error::{ActivityError, SdkError};
 pub use http::{http_client, http_client_from_env, with_causes, CA_CERT_ENV};
 pub use onceflow_protocol::model::{ActivityOptions, Failover, JobStatus, JobView, RetryPolicy};

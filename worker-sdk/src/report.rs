@@ -27,6 +27,7 @@ use reqwest::Method;
 use tokio::sync::{oneshot, Notify, Semaphore};
 use uuid::Uuid;
 
+use crate::endpoints::Repeat;
 use crate::error::SdkError;
 use crate::transport::Transport;
 
@@ -286,6 +287,7 @@ async fn send_batch(transport: &Transport, batch: Vec<Pending>, one_by_one: &Ato
         };
         match transport
             .call::<_, CompleteManyResponse>(
+                Repeat::Safe,
                 Method::POST,
                 "/v1/worker/completions",
                 &[],
@@ -324,7 +326,14 @@ async fn send_batch(transport: &Transport, batch: Vec<Pending>, one_by_one: &Ato
             error: c.error,
         };
         let result = transport
-            .call::<_, CompleteResponse>(Method::POST, &path, &[], Some(&body), REQUEST_TIMEOUT)
+            .call::<_, CompleteResponse>(
+                Repeat::Safe,
+                Method::POST,
+                &path,
+                &[],
+                Some(&body),
+                REQUEST_TIMEOUT,
+            )
             .await
             .map(|answer| answer.body.outcome);
         let _ = p.answer.send(result);

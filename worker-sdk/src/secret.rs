@@ -81,8 +81,12 @@ mod tests {
         assert_redacted("Worker", format!("{worker:?}"));
         assert_redacted("Worker (pretty)", format!("{worker:#?}"));
 
-        let transport = crate::transport::Transport::new("http://127.0.0.1:7380", TOKEN, None)
-            .expect("a transport");
+        let transport = crate::transport::Transport::new(
+            crate::Endpoints::parse("http://127.0.0.1:7380").expect("one URL"),
+            TOKEN,
+            None,
+        )
+        .expect("a transport");
         let task = onceflow_protocol::model::ActivityTask {
             kind: "activity".to_owned(),
             attempt_id: uuid::Uuid::nil(),

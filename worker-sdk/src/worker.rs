@@ -24,6 +24,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::context::{ActivityContext, StopReason};
+use crate::endpoints::{Endpoints, Repeat};
 use crate::error::{ActivityError, SdkError};
 use crate::http::CaCert;
 use crate::provider::{cases_to_json, typed_check, Certify, LocalContract, Registration};
@@ -42,7 +43,7 @@ const YIELD_ROUNDS: usize = 8;
 /// Builds a [`Worker`]: where the engine is, which providers it runs, and how. Its
 /// `Debug` shows no token.
 pub struct WorkerBuilder {
-    url: String,
+    urls: Vec<String>,
     token: SecretToken,
     task_queue: String,
     worker_id: String,
@@ -75,6 +76,22 @@ impl WorkerBuilder {
                 "workflow `{name}` registered twice"
             )));
         }
+        self
+    }
+
+    /// The engine's URLs, tried in order, instead of the one given to
+    /// [`Worker::builder`] (each may also be a comma-separated list). A poll, heartbeat or
+    /// completion that cannot connect to one, finds it stopping, or is answered
+    /// `502`/`503`/`504` moves on to the next at once (see [`Endpoints`]; all of them are
+    /// safe to repeat: reports are fenced by the lease token and a repeated one answers
+    /// as the first did); when every URL failed, the worker backs off as with one URL.
+    /// No URL at all makes [`WorkerBuilder::build`] fail with [`SdkError::Config`].
+    pub fn urls<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.urls = urls.into_iter().map(Into::into).collect();
         self
     }
 
@@ -209,7 +226,7 @@ impl WorkerBuilder {
         Ok(Worker {
             inner: Arc::new(Inner {
                 transport: Transport::new(
-                    self.url,
+                    Endpoints::new(&self.urls)?,
                     self.token.expose(),
                     self.ca_cert
                         .map(CaCert::Explicit)
@@ -265,7 +282,7 @@ fn workflow_names(workflows: &HashMap<String, WorkflowFn>) -> Vec<&str> {
 impl std::fmt::Debug for WorkerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerBuilder")
-            .field("url", &self.url)
+            .field("urls", &self.urls)
             .field("token", &self.token)
             .field("task_queue", &self.task_queue)
             .field("worker_id", &self.worker_id)
@@ -363,10 +380,12 @@ pub struct CertificationReport {
 }
 
 impl Worker {
-    /// A builder for a worker talking to the engine at `url` with a `worker` token.
+    /// A builder for a worker talking to the engine at `url` with a `worker` token. `url`
+    /// may name several of the engine's `serve` processes, separated by commas (as
+    /// `ONCEFLOW_URL` may hold): see [`WorkerBuilder::urls`].
     pub fn builder(url: impl Into<String>, token: impl Into<String>) -> WorkerBuilder {
         WorkerBuilder {
-            url: url.into(),
+            urls: vec![url.into()],
             token: SecretToken::new(token),
             task_queue: "default".to_owned(),
             worker_id: format!("worker-{}", std::process::id()),
@@ -457,6 +476,7 @@ impl Worker {
             let answer: ContractResponse = self
                 .with_reconnect(|| {
                     self.inner.transport.call(
+                        Repeat::Safe,
                         Method::POST,
                         "/v1/worker/contracts",
                         &[],
@@ -524,6 +544,7 @@ impl Worker {
             };
             self.with_reconnect(|| {
                 self.inner.transport.call::<_, Value>(
+                    Repeat::Safe,
                     Method::POST,
                     "/v1/worker/certifications",
                     &[],
@@ -632,6 +653,7 @@ impl Worker {
                 .inner
                 .transport
                 .call::<_, PollResponse>(
+                    Repeat::Safe,
                     Method::POST,
                     "/v1/worker/poll",
                     &[],
@@ -926,6 +948,7 @@ async fn run_workflow_task(inner: Arc<Inner>, task: WorkflowTask, abandon: Cance
         match inner
             .transport
             .call::<_, CompleteWorkflowTaskResponse>(
+                Repeat::Safe,
                 Method::POST,
                 &path,
                 &[],

@@ -225,7 +225,8 @@ enum TokenCommand {
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
     /// The server's base URL (`https://…` trusts the system's roots plus the PEM file
-    /// named by ONCEFLOW_CA_CERT). Optional.
+    /// named by ONCEFLOW_CA_CERT), or several servers' separated by commas: a request
+    /// moves on from one that cannot be reached. Optional.
     #[arg(long, env = "ONCEFLOW_URL", default_value = DEFAULT_URL)]
     url: String,
     /// The API token. Optional: without it, the role's variable that `onceflow dev`

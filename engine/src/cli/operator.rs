@@ -12,19 +12,34 @@ pub(super) async fn call(
     path: &str,
     body: Option<Value>,
 ) -> Result<Value, String> {
-    let url = format!("{}{}", server.url.trim_end_matches('/'), path);
+    // `--url` may list several servers: a request moves on from one that cannot be
+    // reached (and a GET, safe to repeat, also from one stopping or answering 502-504).
+    let endpoints = onceflow_worker::Endpoints::parse(&server.url).map_err(|e| e.to_string())?;
+    let repeat = if method == reqwest::Method::GET {
+        onceflow_worker::Repeat::Safe
+    } else {
+        onceflow_worker::Repeat::Unsafe
+    };
     // The one client of onceflow's programs: system roots plus ONCEFLOW_CA_CERT.
     let http = onceflow_worker::http_client_from_env().map_err(|e| e.to_string())?;
-    let mut request = http
-        .request(method, &url)
-        .bearer_auth(server.token.expose());
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request
-        .send()
+    let response = endpoints
+        .send(repeat, |base| {
+            let request = http
+                .request(method.clone(), format!("{base}{path}"))
+                .bearer_auth(server.token.expose());
+            match &body {
+                Some(body) => request.json(body),
+                None => request,
+            }
+        })
         .await
-        .map_err(|e| format!("cannot reach {url}: {}", onceflow_worker::with_causes(&e)))?;
+        .map_err(|e| {
+            let url = e
+                .url()
+                .map_or_else(|| server.url.clone(), |u| u.to_string());
+            format!("cannot reach {url}: {}", onceflow_worker::with_causes(&e))
+        })?;
+    let url = response.url().to_string();
     let status = response.status();
     let value: Value = response
         .json()

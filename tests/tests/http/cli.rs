@@ -212,6 +212,21 @@ rules! {
         assert!(listed.contains("no attempts stuck") && !listed.contains("unknown"), "{listed}");
     }
 
+    async fn the_cli_moves_on_from_a_server_it_cannot_reach_to_the_next_url(db) {
+        let server = TestServer::start(db).await;
+        let id = server.api.submit(&server.tokens.client, "k", &json!({"activity": "generate", "providers": ["primary-llm"]})).await.body["id"].as_str().unwrap().to_owned();
+        let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let urls = format!("http://127.0.0.1:{dead}, {}", server.api.url);
+        let (ok, shown, stderr) = run(&["jobs", "show", &id], &[("ONCEFLOW_URL", &urls), ("ONCEFLOW_CLIENT_TOKEN", &server.tokens.client)]).await;
+        assert!(ok && shown.contains("generate"), "{shown}{stderr}");
+        // A POST too, as a refused connection reached no server.
+        let (ok, shown, stderr) = run(&["schedules", "pause", "nope"], &[("ONCEFLOW_URL", &urls), ("ONCEFLOW_CLIENT_TOKEN", &server.tokens.client)]).await;
+        assert!(!ok && stderr.contains("not_found"), "the server's answer, not a connection error: {shown}{stderr}");
+        // Only unreachable servers: the error names the last one tried.
+        let (ok, _, stderr) = run(&["jobs", "show", &id], &[("ONCEFLOW_URL", &format!("http://127.0.0.1:{dead}")), ("ONCEFLOW_CLIENT_TOKEN", &server.tokens.client)]).await;
+        assert!(!ok && stderr.contains("cannot reach") && stderr.contains(&dead.to_string()), "{stderr}");
+    }
+
     async fn the_cli_takes_its_roles_token_from_the_variables_of_tokens_env(db) {
         let server = TestServer::start(db).await;
         let id = server.api.submit(&server.tokens.client, "k", &json!({"activity": "generate", "providers": ["primary-llm"]})).await.body["id"].as_str().unwrap().to_owned();
