@@ -40,7 +40,7 @@ pub(super) struct Server {
 #[derive(Debug)]
 pub(super) enum Target {
     /// One host, no `target_session_attrs`: connected to as given, nothing checked.
-    One(PgConnectOptions),
+    One(Box<PgConnectOptions>),
     /// Several hosts, or `target_session_attrs=read-write` (or `primary`): the engine
     /// connects only to a server that is writable, trying them in the URL's order.
     Writable(Vec<Server>),
@@ -98,7 +98,7 @@ pub(super) fn parse_target(url: &str) -> Result<Target, StoreError> {
     }
     if hosts.len() == 1 && attrs.is_none() {
         return PgConnectOptions::from_str(url)
-            .map(Target::One)
+            .map(|options| Target::One(Box::new(options)))
             .map_err(|e| bad(format!("bad database URL: {e}")));
     }
     if hosts.len() > 1 && sets_host {

@@ -204,7 +204,7 @@ impl PgStore {
     ///
     /// `url` may list several servers, as libpq does
     /// (`postgres://user@h1:5432,h2:5432/db?target_session_attrs=read-write`; see
-    /// [`hosts`](self)): the pool then connects only to a writable server, the first of
+    /// `store/postgres/hosts.rs`): the pool then connects only to a writable server, the first of
     /// the list that is when it starts (failing with [`StoreError::NoWritableServer`],
     /// which says why each was passed over, when none is); a new connection that finds its
     /// server read-only is closed and the list searched again, as one lost is (only
@@ -213,7 +213,7 @@ impl PgStore {
     pub async fn connect_with(url: &str, settings: &ConnectSettings) -> StoreResult<Self> {
         ensure_crypto_provider();
         let (options, hosts) = match hosts::parse_target(url)? {
-            Target::One(options) => (with_settings(options, settings), None),
+            Target::One(options) => (with_settings(*options, settings), None),
             Target::Writable(mut servers) => {
                 for server in &mut servers {
                     server.options = with_settings(server.options.clone(), settings);
@@ -343,7 +343,7 @@ pub const MIN_POOL_CONNECTIONS: u32 = 6;
 /// a URL that cannot be used fails with [`StoreError::DatabaseUrl`], saying why.
 pub fn connect_options(url: &str, settings: &ConnectSettings) -> StoreResult<PgConnectOptions> {
     let options = match hosts::parse_target(url)? {
-        Target::One(options) => options,
+        Target::One(options) => *options,
         Target::Writable(servers) => servers
             .into_iter()
             .next()

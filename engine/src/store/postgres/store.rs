@@ -539,8 +539,8 @@ impl Store for PgStore {
         })
     }
 
-    /// Relays work notifications ([`PgStore::relay_work`]) and, on a multi-host URL,
-    /// follows the writable server ([`PgStore::follow_primary`]), both until `shutdown`.
+    /// Relays work notifications (`relay_work`) and, on a multi-host URL, follows the
+    /// writable server (`follow_primary`), both until `shutdown`.
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
         tokio::join!(
             self.relay_work(signal, shutdown.clone()),
