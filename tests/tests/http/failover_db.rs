@@ -283,7 +283,8 @@ async fn a_failover_to_a_synchronous_standby_loses_no_acknowledged_job() {
     );
 
     eprintln!(
-        "failover: primary killed in {:?}, standby promoted {:?} later; both engines ready {:?} after the kill",
+        "failover: database away {:?} (primary killed in {:?}, standby promoted {:?} later); both engines ready {:?} after the kill began",
+        promoted_at - failover_from,
         killed_at - failover_from,
         promoted_at - killed_at,
         ready_at - failover_from,
