@@ -39,6 +39,13 @@ pub enum StoreError {
         /// The fewest the engine works with.
         minimum: u32,
     },
+    /// The database URL cannot be used; the message says why (never the password).
+    #[error("{0}")]
+    DatabaseUrl(String),
+    /// At start-up, none of the servers a multi-host URL lists took writes (each was
+    /// unreachable, or a standby, or read-only); the message says why each was passed over.
+    #[error("no writable database server among the URL's hosts: {0}")]
+    NoWritableServer(String),
 }
 
 /// What the pool minimum is made of, when it is the engine's own (not a smaller pool the
@@ -67,13 +74,15 @@ impl StoreError {
     /// Whether the database is away or refused to go on, rather than the request being
     /// wrong or the engine broken: it could not be reached, a connection was lost or ended
     /// by the server (a restart, `pg_terminate_backend`), the server is starting or
-    /// shutting down, it has no connection slot left, or a statement was cancelled by
+    /// shutting down, it has no connection slot left, it is read-only (SQLSTATE 25006: a
+    /// standby, before the engine found the promoted one), no server of a multi-host URL
+    /// took writes at start-up, or a statement was cancelled by
     /// `statement_timeout` (SQLSTATE 57014) or its session ended by
     /// `idle_in_transaction_session_timeout` (25P03). Such errors answer `503
     /// unavailable`; trying again later may succeed.
     pub fn is_unavailable(&self) -> bool {
         match self {
-            StoreError::PoolTooSmall { .. } => true,
+            StoreError::PoolTooSmall { .. } | StoreError::NoWritableServer(_) => true,
             StoreError::Database(e) => sqlx_unavailable(e),
             StoreError::Migrate(sqlx::migrate::MigrateError::Execute(e)) => sqlx_unavailable(e),
             _ => false,
@@ -92,9 +101,11 @@ fn sqlx_unavailable(error: &sqlx::Error) -> bool {
             // 57P01-57P05: admin_shutdown, crash_shutdown, cannot_connect_now,
             // database_dropped, idle_session_timeout. 25P03:
             // idle_in_transaction_session_timeout. 53300: too_many_connections.
+            // 25006: read_only_sql_transaction (the server is a standby, or was made
+            // read-only: after a failover, the writable server is elsewhere).
             code.starts_with("08")
                 || code.starts_with("57P")
-                || matches!(&*code, "57014" | "25P03" | "53300")
+                || matches!(&*code, "57014" | "25P03" | "53300" | "25006")
         }),
         _ => false,
     }

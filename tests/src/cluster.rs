@@ -137,6 +137,82 @@ impl PrivateCluster {
         cluster
     }
 
+    /// A streaming standby of `primary`: a base backup of it (`pg_basebackup -X stream
+    /// -R --checkpoint=fast`, which writes `standby.signal` and `primary_conninfo`), on a free loopback port
+    /// and a socket directory of its own, connecting as `application_name = name` (the
+    /// name `synchronous_standby_names` gives it), with `settings` appended to the
+    /// `postgresql.conf` copied from the primary; started. The primary must allow
+    /// replication connections from 127.0.0.1 (initdb's default `pg_hba.conf` does).
+    pub fn standby_of(primary: &PrivateCluster, name: &str, settings: &[&str]) -> PrivateCluster {
+        let bin = postgres_bin_dir();
+        let dir = std::env::temp_dir().join(format!(
+            "onceflow_cluster_{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).expect("create the standby's directory");
+        give_to_postgres(&dir);
+        let data = dir.join("data");
+        checked(
+            "pg_basebackup",
+            as_postgres(&bin.join("pg_basebackup"))
+                .arg("-D")
+                .arg(&data)
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &primary.port.to_string(),
+                    "-U",
+                    "postgres",
+                    "-X",
+                    "stream",
+                    "-R",
+                    "--no-sync",
+                    // Not a spread checkpoint, which takes most of checkpoint_timeout.
+                    "--checkpoint=fast",
+                ])
+                .output(),
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("free port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let standby = PrivateCluster { dir, bin, port };
+        // Later lines win: the port and socket directory copied from the primary are
+        // replaced.
+        let mut conf = format!(
+            "\n# onceflow test standby\nport = {port}\nunix_socket_directories = '{}'\ncluster_name = '{name}'\n",
+            standby.dir.display()
+        );
+        for line in settings {
+            conf.push_str(line);
+            conf.push('\n');
+        }
+        standby.append_file("postgresql.conf", &conf);
+        // postgresql.auto.conf (where -R wrote primary_conninfo) is read last.
+        standby.append_file(
+            "postgresql.auto.conf",
+            &format!(
+                "primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name={name}'\n",
+                primary.port
+            ),
+        );
+        standby.pg_ctl(&["start", "-w", "-t", "60"]);
+        standby
+    }
+
+    /// `pg_ctl stop -m immediate`: the server is killed as a crash would (no shutdown
+    /// checkpoint, sessions cut); waits until it is down.
+    pub fn stop_immediate(&self) {
+        self.pg_ctl(&["stop", "-m", "immediate", "-w", "-t", "60"]);
+    }
+
+    /// `pg_ctl promote`: a standby ends recovery and takes writes; waits until it does.
+    pub fn promote(&self) {
+        self.pg_ctl(&["promote", "-w", "-t", "60"]);
+    }
+
     /// A plain cluster with one database, `database`, started off the async threads
     /// (shared, so that a test can restart it from a blocking task while it runs).
     pub async fn with_database(database: &'static str) -> std::sync::Arc<PrivateCluster> {

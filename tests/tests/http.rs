@@ -6,6 +6,7 @@ mod http {
     mod auth;
     mod cli;
     mod dev;
+    mod failover_db;
     mod fuzz;
     mod hardening;
     mod jobs;

@@ -79,7 +79,8 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct DatabaseArgs {
-    /// postgres://… or sqlite://PATH; else ONCEFLOW_DATABASE_URL, else DATABASE_URL.
+    /// postgres://… (several servers: postgres://USER@H1:PORT,H2:PORT/DB?target_session_attrs=read-write)
+    /// or sqlite://PATH; else ONCEFLOW_DATABASE_URL, else DATABASE_URL.
     #[arg(long)]
     database_url: Option<String>,
 }

@@ -253,12 +253,20 @@ impl Engine {
     ///
     /// Fails with [`EngineError::Unavailable`] when the database cannot be reached, or
     /// when the PostgreSQL server has no room for the pool's minimum (its source,
-    /// [`StoreError::PoolTooSmall`], says the room, the minimum and what to do).
+    /// [`StoreError::PoolTooSmall`], says the room, the minimum and what to do), and with
+    /// [`EngineError::InvalidRequest`], saying why, for a `postgres://` URL that cannot be
+    /// used. A `postgres://` URL may list several servers, as libpq's does
+    /// (`postgres://user@h1:5432,h2:5432/db?target_session_attrs=read-write`): the engine
+    /// then connects only to the one that takes writes, and follows it when it moves (a
+    /// failover; see [`PgStore::connect_with`](crate::store::postgres::PgStore::connect_with)).
     pub async fn connect_with(url: &str, settings: &ConnectSettings) -> Result<Self, EngineError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let store = crate::store::postgres::PgStore::connect_with(url, settings)
                 .await
-                .map_err(EngineError::Unavailable)?;
+                .map_err(|e| match e {
+                    StoreError::DatabaseUrl(why) => EngineError::InvalidRequest(why),
+                    e => EngineError::Unavailable(e),
+                })?;
             return Ok(Engine::new(Arc::new(store)));
         }
         if let Some(path) = url

@@ -270,7 +270,9 @@ pub trait Store: Send + Sync + 'static {
     async fn next_schedule_fire(&self) -> StoreResult<NextScheduleFire>;
 
     /// Until `shutdown`, wakes `signal`'s waiters whenever any process schedules work
-    /// ([`StoreTx::notify_work`]). A hint only: pollers re-check on a timer too.
+    /// ([`StoreTx::notify_work`]). A hint only: pollers re-check on a timer too. On
+    /// PostgreSQL with a URL that lists several servers, it also follows the writable
+    /// server until `shutdown` (database failover).
     async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken);
 }
 

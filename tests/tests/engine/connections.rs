@@ -1,8 +1,9 @@
 //! The PostgreSQL store's connections: a connection in steady use is handed out without a
 //! check, one the server dropped while it sat idle is replaced before it is used, the
 //! pool never asks for more connections than the server admits nor starts below its
-//! working minimum, and every connection runs under the configured `statement_timeout`
-//! and `idle_in_transaction_session_timeout`.
+//! working minimum, every connection runs under the configured `statement_timeout`
+//! and `idle_in_transaction_session_timeout`, and a read-only server (SQLSTATE 25006) is
+//! the database away, never a 500.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -543,4 +544,51 @@ async fn serve_refuses_a_pool_below_the_working_minimum() {
         "a pool of {} is refused by name: {stderr}",
         MIN_POOL_CONNECTIONS - 1
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_server_answers_unavailable_never_internal() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let url = db.url();
+    let name = url.rsplit('/').next().expect("a database name").to_owned();
+    // Sessions opened from now on are read-only, as on a standby or on a server an
+    // operator made read-only: a write fails with SQLSTATE 25006.
+    db.execute(&format!(
+        "ALTER DATABASE {name} SET default_transaction_read_only = on"
+    ))
+    .await
+    .expect("make the database read-only for new sessions");
+    let store = PgStore::connect(&url, 2)
+        .await
+        .expect("a one-host URL connects as given");
+    let engine = Engine::new(Arc::new(store));
+    let refused = engine
+        .submit(ALICE, "read-only", &llm_job(json!({}), quick_options()))
+        .await;
+    assert_eq!(
+        code_of(&refused),
+        "unavailable",
+        "a write refused by a read-only server is the database away (503), never a 500"
+    );
+    // With target_session_attrs=read-write, the engine does not start on it and says why.
+    let refused = PgStore::connect(&format!("{url}?target_session_attrs=read-write"), 2).await;
+    match refused {
+        Err(e @ onceflow_engine::StoreError::NoWritableServer(_)) => {
+            assert!(e.to_string().contains("read-only"), "{e}");
+            assert!(e.is_unavailable(), "{e}");
+        }
+        other => panic!("expected no writable server, got {other:?}"),
+    }
+    db.execute(&format!(
+        "ALTER DATABASE {name} RESET default_transaction_read_only"
+    ))
+    .await
+    .expect("writable again");
+    let store = PgStore::connect(&format!("{url}?target_session_attrs=read-write"), 2)
+        .await
+        .expect("a writable server is found");
+    Engine::new(Arc::new(store))
+        .submit(ALICE, "writable", &llm_job(json!({}), quick_options()))
+        .await
+        .expect("submitted on the writable server");
 }

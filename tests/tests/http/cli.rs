@@ -100,6 +100,55 @@ async fn serve_and_migrate_name_a_missing_database_and_how_to_create_it() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_a_database_url_it_cannot_use_and_says_why() {
+    let free_port = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port")
+    };
+    let (p1, p2) = (free_port(), free_port());
+    let nobody = format!(
+        "postgres://u:secret@127.0.0.1:{p1},127.0.0.1:{p2}/db?target_session_attrs=read-write"
+    );
+    for (url, says) in [
+        (
+            "postgres://u:secret@a:1,,b:2/db",
+            "host 2 of the database URL's host list is empty",
+        ),
+        (
+            "postgres://u:secret@a:1,b:x/db",
+            "bad database URL at host `b:x`",
+        ),
+        (
+            "postgres://u:secret@a:1,b:2/db?target_session_attrs=read-only",
+            "target_session_attrs=read-only is not supported",
+        ),
+        (
+            "postgres://u:secret@a:1,b:2/db?port=3",
+            "not as host=, hostaddr= or port=",
+        ),
+        (
+            &nobody,
+            "no writable database server among the URL's hosts: 127.0.0.1:",
+        ),
+    ] {
+        let args = ["serve", "--database-url", url, "--bind", "127.0.0.1:0"];
+        let (ok, _, stderr) = run(&args, &[]).await;
+        assert!(!ok, "{url} is refused");
+        let text = stderr.trim_end();
+        assert!(text.contains(says), "{url}: {text}");
+        assert!(!text.contains("secret"), "the password stays out: {text}");
+        assert!(!text.contains('\n'), "one line: {text}");
+    }
+    let (_, _, stderr) = run(&["migrate", "--database-url", &nobody], &[]).await;
+    assert!(
+        stderr.contains(&format!("127.0.0.1:{p1}")) && stderr.contains(&format!("127.0.0.1:{p2}")),
+        "each server and why it was passed over: {stderr}"
+    );
+}
+
 /// The variables the commands read (`tokens.env`'s among them): none leaks in from the
 /// environment the tests run in.
 const VARIABLES: [&str; 9] = [

@@ -23,7 +23,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 /// Clients submitting at once.
-const CLIENTS: usize = 4;
+pub(super) const CLIENTS: usize = 4;
 
 #[derive(Debug, Deserialize)]
 struct Work {
@@ -38,26 +38,26 @@ struct Done {
 /// One client's unanswered stretch: from the first request that failed to the first
 /// success after it.
 #[derive(Debug, Clone, Copy)]
-struct Outage {
+pub(super) struct Outage {
     from: Instant,
     to: Instant,
 }
 
 /// What the clients saw, shared.
 #[derive(Default)]
-struct Ledger {
+pub(super) struct Ledger {
     /// Each acknowledged key, with the job id it was acknowledged with.
-    acked: HashMap<String, String>,
+    pub(super) acked: HashMap<String, String>,
     /// Answers a client must never get (a 500, a 4xx, a different job for a key).
-    wrong: Vec<String>,
+    pub(super) wrong: Vec<String>,
     /// Requests that failed (503, connection error, timeout), by kind.
-    failures: HashMap<String, usize>,
+    pub(super) failures: HashMap<String, usize>,
     /// Each failed request: when it was sent, what it was and how it failed.
-    failed: Vec<(Instant, String)>,
+    pub(super) failed: Vec<(Instant, String)>,
     /// Per client, its outages.
-    outages: Vec<Vec<Outage>>,
+    pub(super) outages: Vec<Vec<Outage>>,
     /// Per client, each request from its first sending to its answer (retries included).
-    waits: Vec<Vec<Outage>>,
+    pub(super) waits: Vec<Vec<Outage>>,
 }
 
 /// How a request ended, for a client that retries.
@@ -150,7 +150,7 @@ impl Caller {
 /// once it is acknowledged, as a client waiting for its result would. On a 503 or a
 /// connection error it sends the same request again (the same key, to the other server)
 /// until it is answered, as a real client behind a load balancer would.
-async fn client(
+pub(super) async fn client(
     n: usize,
     urls: [String; 2],
     token: String,
@@ -250,19 +250,19 @@ async fn readyz(url: &str) -> u16 {
 }
 
 /// The answers of both servers' `/readyz`, asked at once.
-async fn both_readyz(urls: &[String; 2]) -> (u16, u16) {
+pub(super) async fn both_readyz(urls: &[String; 2]) -> (u16, u16) {
     tokio::join!(readyz(&urls[0]), readyz(&urls[1]))
 }
 
 /// How many jobs have succeeded; `None` while the database does not answer.
-async fn succeeded(check: &PgPool) -> Option<i64> {
+pub(super) async fn succeeded(check: &PgPool) -> Option<i64> {
     sqlx::query_scalar("SELECT count(*) FROM jobs WHERE status = 'succeeded'")
         .fetch_one(check)
         .await
         .ok()
 }
 
-async fn wait_for_succeeded(check: &PgPool, at_least: i64, what: &str) {
+pub(super) async fn wait_for_succeeded(check: &PgPool, at_least: i64, what: &str) {
     wait_for(what, Duration::from_secs(30), || async {
         succeeded(check).await.unwrap_or(0) >= at_least
     })
@@ -270,7 +270,7 @@ async fn wait_for_succeeded(check: &PgPool, at_least: i64, what: &str) {
 }
 
 /// The database's clock now, once it answers.
-async fn database_now(check: &PgPool) -> chrono::DateTime<chrono::Utc> {
+pub(super) async fn database_now(check: &PgPool) -> chrono::DateTime<chrono::Utc> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(now) = sqlx::query_scalar("SELECT now()").fetch_one(check).await {
@@ -283,7 +283,10 @@ async fn database_now(check: &PgPool) -> chrono::DateTime<chrono::Utc> {
 
 /// How long after `back` (database clock) the first job succeeded: when the workers were
 /// winning again.
-async fn first_win_after(check: &PgPool, back: chrono::DateTime<chrono::Utc>) -> Duration {
+pub(super) async fn first_win_after(
+    check: &PgPool,
+    back: chrono::DateTime<chrono::Utc>,
+) -> Duration {
     let first: Option<chrono::DateTime<chrono::Utc>> =
         sqlx::query_scalar("SELECT min(finished_at) FROM jobs WHERE finished_at > $1")
             .bind(back)
@@ -315,7 +318,7 @@ fn longest(spans: &[Outage], from: Instant, to: Instant) -> Duration {
 /// (first failed request to the first success after it) and its longest wait for an
 /// answer (a request's first sending to its answer, retries included); then the max and
 /// median over clients. Returns the longest wait.
-fn report_outages(phase: &str, ledger: &Ledger, from: Instant, to: Instant) -> Duration {
+pub(super) fn report_outages(phase: &str, ledger: &Ledger, from: Instant, to: Instant) -> Duration {
     let mut outages = Vec::new();
     let mut waits = Vec::new();
     for n in 0..CLIENTS {
@@ -678,7 +681,7 @@ async fn a_database_restart_loses_no_acknowledged_job_and_duplicates_none() {
 }
 
 /// Kills the child process when dropped (a failing test leaves no worker behind).
-struct KillOnDrop(std::process::Child);
+pub(super) struct KillOnDrop(pub(super) std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

@@ -3,6 +3,7 @@
 
 mod bell;
 mod decode;
+mod hosts;
 mod queries;
 mod store;
 mod submit;
@@ -18,9 +19,9 @@ pub use queries::{
 pub use tx::PgTx;
 
 use bell::WorkBell;
+use hosts::{Hosts, Target};
 use queries::CONNECTION_ROOM_SQL;
 
-use std::str::FromStr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -40,6 +41,59 @@ pub struct PgStore {
     losses: Arc<Losses>,
 }
 
+impl PgStore {
+    /// Follows the primary of a multi-host URL until `shutdown` (returns at once for a
+    /// URL of one server): whenever a search is asked for (a connection lost, a server
+    /// found read-only), probes the URL's servers in order, pausing between rounds
+    /// ([`hosts::SEARCH_PAUSES`]) until one is writable, and points the pool's new
+    /// connections at it. Connections to the server left are checked before they are
+    /// handed out again (a loss is marked), so none is used on a server that is not the
+    /// one found.
+    ///
+    /// The servers are searched in the URL's order, as libpq does: should an old primary
+    /// come back writable after a standby was promoted (split brain), the engine goes to
+    /// whichever is listed first. Fencing the old primary is the deployment's job.
+    async fn follow_primary(&self, shutdown: tokio_util::sync::CancellationToken) {
+        let Some(hosts) = self.losses.hosts.clone() else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = hosts.search_wanted() => {}
+            }
+            let mut pause = hosts::SEARCH_PAUSES.0;
+            loop {
+                let found = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    found = hosts.first_writable() => found,
+                };
+                match found {
+                    Ok(index) => {
+                        let server = &hosts.servers[index];
+                        if server.label != hosts.current().label {
+                            self.pool.set_connect_options(server.options.clone());
+                            hosts.set_current(index);
+                            tracing::warn!(server = %server.label, "the writable database server moved; new connections go to it");
+                            // Idle connections to the server left are checked before use.
+                            self.losses.record();
+                        }
+                        break;
+                    }
+                    Err(why) => {
+                        tracing::warn!(servers = %why, "no writable database server yet; searching again");
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(pause) => {}
+                        }
+                        pause = (pause * 2).min(hosts::SEARCH_PAUSES.1);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// When this engine last saw the server drop one of its connections (the LISTEN relay's,
 /// which is always reading and so notices a restart at once, or one that failed its
 /// check before use). A server that drops one connection has usually dropped them all
@@ -47,23 +101,36 @@ pub struct PgStore {
 /// that went idle before that moment is checked before it is handed out, as one idle for
 /// [`PING_AFTER_IDLE`] is, so that no request is given a connection the server already
 /// closed. Connections used since were checked when they were given back to the pool.
+/// On a multi-host URL, a loss also asks for a search of the writable server.
 #[derive(Debug)]
 struct Losses {
     since: std::time::Instant,
     /// Microseconds from `since` to the latest loss, plus one; 0 for none yet.
     latest: std::sync::atomic::AtomicU64,
+    /// The servers of a multi-host URL (`None`: one server, connected to as given).
+    hosts: Option<Arc<Hosts>>,
 }
 
 impl Losses {
-    fn new() -> Arc<Self> {
+    fn new(hosts: Option<Arc<Hosts>>) -> Arc<Self> {
         Arc::new(Losses {
             since: std::time::Instant::now(),
             latest: std::sync::atomic::AtomicU64::new(0),
+            hosts,
         })
     }
 
-    /// Records that the server dropped a connection now.
+    /// Records that the server dropped a connection now (or turned read-only), and on a
+    /// multi-host URL asks for a search of the writable server.
     fn mark(&self) {
+        self.record();
+        if let Some(hosts) = &self.hosts {
+            hosts.want_search();
+        }
+    }
+
+    /// Records a loss now, without asking for a search: idle connections are checked.
+    fn record(&self) {
         let at = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX - 1) + 1;
         self.latest.fetch_max(at, Ordering::AcqRel);
     }
@@ -88,7 +155,7 @@ pub const PING_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(
 impl PgStore {
     /// Wraps an existing pool.
     pub fn new(pool: PgPool) -> Self {
-        Self::with_losses(pool, Losses::new())
+        Self::with_losses(pool, Losses::new(None))
     }
 
     fn with_losses(pool: PgPool, losses: Arc<Losses>) -> Self {
@@ -134,9 +201,33 @@ impl PgStore {
     /// system's roots), through sqlx's rustls. If the process has no default rustls crypto
     /// provider yet, this installs aws-lc-rs as the default (see
     /// [`ensure_crypto_provider`]).
+    ///
+    /// `url` may list several servers, as libpq does
+    /// (`postgres://user@h1:5432,h2:5432/db?target_session_attrs=read-write`; see
+    /// `store/postgres/hosts.rs`): the pool then connects only to a writable server, the first of
+    /// the list that is when it starts (failing with [`StoreError::NoWritableServer`],
+    /// which says why each was passed over, when none is); a new connection that finds its
+    /// server read-only is closed and the list searched again, as one lost is (only
+    /// while the engine serves: see [`Store::listen_for_work`](crate::store::Store)). A
+    /// URL that cannot be used fails with [`StoreError::DatabaseUrl`], saying why.
     pub async fn connect_with(url: &str, settings: &ConnectSettings) -> StoreResult<Self> {
         ensure_crypto_provider();
-        let options = connect_options(url, settings)?;
+        let (options, hosts) = match hosts::parse_target(url)? {
+            Target::One(options) => (with_settings(*options, settings), None),
+            Target::Writable(mut servers) => {
+                for server in &mut servers {
+                    server.options = with_settings(server.options.clone(), settings);
+                }
+                let hosts = Hosts::new(servers, 0);
+                let first = hosts
+                    .first_writable()
+                    .await
+                    .map_err(StoreError::NoWritableServer)?;
+                hosts.set_current(first);
+                let options = hosts.current().options.clone();
+                (options, Some(Arc::new(hosts)))
+            }
+        };
         let requested = settings.max_connections.max(1);
         let minimum = requested.min(MIN_POOL_CONNECTIONS);
         let max_connections = {
@@ -163,7 +254,7 @@ impl PgStore {
                 }
             }
         };
-        let losses = Losses::new();
+        let losses = Losses::new(hosts.clone());
         let seen = losses.clone();
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
@@ -175,16 +266,58 @@ impl PgStore {
                 let losses = seen.clone();
                 Box::pin(async move {
                     if meta.idle_for >= PING_AFTER_IDLE || losses.idle_since_a_loss(meta.idle_for) {
-                        if let Err(e) = sqlx::Connection::ping(conn).await {
+                        if losses.hosts.is_some() {
+                            // The same round trip as a ping, which also sees a server that
+                            // turned read-only: that connection is closed, not handed out.
+                            match hosts::is_writable(conn).await {
+                                Ok(true) => {}
+                                Ok(false) => {
+                                    losses.mark();
+                                    return Ok(false);
+                                }
+                                Err(e) => {
+                                    losses.mark();
+                                    return Err(e);
+                                }
+                            }
+                        } else if let Err(e) = sqlx::Connection::ping(conn).await {
                             losses.mark();
                             return Err(e);
                         }
                     }
                     Ok(true)
                 })
-            })
-            .connect_with(options)
-            .await?;
+            });
+        let pool = match &hosts {
+            None => pool,
+            Some(hosts) => {
+                let hosts = hosts.clone();
+                // A new connection that landed on a read-only server (a standby not yet
+                // promoted, an old primary back as a standby) is closed; the pool tries
+                // again, by then on the server the search found.
+                pool.after_connect(move |conn, _meta| {
+                    let hosts = hosts.clone();
+                    Box::pin(async move {
+                        match hosts::is_writable(conn).await {
+                            Ok(true) => Ok(()),
+                            Ok(false) => {
+                                hosts.want_search();
+                                Err(sqlx::Error::Protocol(format!(
+                                    "{} is {}",
+                                    hosts.current().label,
+                                    hosts::READ_ONLY
+                                )))
+                            }
+                            Err(e) => {
+                                hosts.want_search();
+                                Err(e)
+                            }
+                        }
+                    })
+                })
+            }
+        };
+        let pool = pool.connect_with(options).await?;
         Ok(PgStore::with_losses(pool, losses))
     }
 
@@ -206,8 +339,22 @@ pub const MIN_POOL_CONNECTIONS: u32 = 6;
 /// milliseconds (zero turns a timeout off, as in PostgreSQL; a nonzero duration under a
 /// millisecond counts as one). They are sent at connection start-up, so they hold for every
 /// connection the pool ever opens, including those it opens again after the server
-/// restarted.
+/// restarted. For a URL that lists several servers, these are the options of the first;
+/// a URL that cannot be used fails with [`StoreError::DatabaseUrl`], saying why.
 pub fn connect_options(url: &str, settings: &ConnectSettings) -> StoreResult<PgConnectOptions> {
+    let options = match hosts::parse_target(url)? {
+        Target::One(options) => *options,
+        Target::Writable(servers) => servers
+            .into_iter()
+            .next()
+            .map(|s| s.options)
+            .ok_or_else(|| StoreError::DatabaseUrl("the database URL names no host".to_owned()))?,
+    };
+    Ok(with_settings(options, settings))
+}
+
+/// `options` with the engine's startup settings (see [`connect_options`]).
+fn with_settings(options: PgConnectOptions, settings: &ConnectSettings) -> PgConnectOptions {
     let millis = |d: std::time::Duration| -> String {
         if d.is_zero() {
             "0".to_owned()
@@ -215,14 +362,14 @@ pub fn connect_options(url: &str, settings: &ConnectSettings) -> StoreResult<PgC
             d.as_millis().clamp(1, i32::MAX as u128).to_string()
         }
     };
-    Ok(PgConnectOptions::from_str(url)?.options([
+    options.options([
         ("jit", "off".to_owned()),
         ("statement_timeout", millis(settings.statement_timeout)),
         (
             "idle_in_transaction_session_timeout",
             millis(settings.idle_in_transaction_timeout),
         ),
-    ]))
+    ])
 }
 
 /// Makes sure the process has a default rustls crypto provider, installing aws-lc-rs

@@ -111,6 +111,10 @@ pub(super) const SEND_NOTIFICATIONS_SQL: &str = include_str!("sql/send_notificat
 /// Sessions in pg_stat_activity include background workers, which take no client slot.
 pub(super) const CONNECTION_ROOM_SQL: &str = include_str!("sql/connection_room.sql");
 
+/// Whether the server takes writes: not a standby in recovery, not read-only by default
+/// (failover: the engine connects only to such a server when the URL lists several).
+pub(super) const SERVER_IS_WRITABLE_SQL: &str = include_str!("sql/server_is_writable.sql");
+
 /// Answers when the database answers.
 pub(super) const PING_SQL: &str = include_str!("sql/ping.sql");
 

@@ -539,6 +539,17 @@ impl Store for PgStore {
         })
     }
 
+    /// Relays work notifications (`relay_work`) and, on a multi-host URL, follows the
+    /// writable server (`follow_primary`), both until `shutdown`.
+    async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
+        tokio::join!(
+            self.relay_work(signal, shutdown.clone()),
+            self.follow_primary(shutdown)
+        );
+    }
+}
+
+impl PgStore {
     /// Relays `NOTIFY onceflow_work` to `signal` until `shutdown`, on a connection of its
     /// own (held for good, one of the pool's). When that connection is lost (a restart of
     /// the server, a dropped session) it marks the loss at once, so that the pool checks
@@ -546,7 +557,7 @@ impl Store for PgStore {
     /// `LISTEN`s again, waiting `LISTEN_RETRY` (500 ms) between tries while the server is away,
     /// and wakes the pollers once it listens: work may have been scheduled while nobody
     /// listened.
-    async fn listen_for_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
+    async fn relay_work(&self, signal: Arc<Notify>, shutdown: CancellationToken) {
         if let Ok(mut local) = self.bell.local.lock() {
             local.push(signal.clone());
         }
@@ -566,6 +577,8 @@ impl Store for PgStore {
                     Ok(listener) => listener,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot LISTEN for work; pollers fall back to re-checking until it can");
+                        // On a multi-host URL, this asks for a search of the writable server.
+                        self.losses.mark();
                         lost = true;
                         tokio::select! {
                             _ = shutdown.cancelled() => return,
