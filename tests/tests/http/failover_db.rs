@@ -148,7 +148,9 @@ async fn a_failover_to_a_synchronous_standby_loses_no_acknowledged_job() {
     wait_for_succeeded(&check, 30, "30 jobs to succeed before the failover").await;
     eprintln!("30 jobs succeeded {:?} into the test", started.elapsed());
 
-    // The failover: the primary dies as in a crash, the standby is promoted.
+    // The failover: the primary dies as in a crash, the standby is promoted. The
+    // database's time just before, to tell a claim the crash orphaned (below).
+    let before_kill = database_now(&check).await;
     let failover_from = Instant::now();
     let (dying, promoted) = (primary.clone(), standby.clone());
     let (killed_at, promoted_at) = tokio::task::spawn_blocking(move || {
@@ -197,7 +199,26 @@ async fn a_failover_to_a_synchronous_standby_loses_no_acknowledged_job() {
         ledger.wrong
     );
 
-    // Every acknowledged key's job succeeds on the new primary, without anyone's help.
+    // Every acknowledged key's job succeeds on the new primary, without anyone's help,
+    // but for the one case docs/operations.md names: a claim committed (and streamed to
+    // the standby) as the primary died, its answer lost with the connection. Its worker
+    // never got the task, so its attempt, started before the kill, turns `unknown` when
+    // its 2 s heartbeat timeout passes, for an operator to settle. Nothing else may be
+    // left: an attempt started after the kill, or a job stuck any other way, fails below.
+    let orphaned_claims = |check: PgPool| async move {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM jobs j WHERE j.status = 'running' AND EXISTS (
+                 SELECT 1 FROM attempts a WHERE a.owner_id = j.owner_id AND a.job_id = j.id
+                    AND a.status = 'unknown' AND a.started_at < $1)
+               AND NOT EXISTS (
+                 SELECT 1 FROM attempts a WHERE a.owner_id = j.owner_id AND a.job_id = j.id
+                    AND a.status NOT IN ('unknown', 'failed'))",
+        )
+        .bind(before_kill)
+        .fetch_one(&check)
+        .await
+        .unwrap_or(0)
+    };
     let in_time = tokio::time::timeout(Duration::from_secs(30), async {
         loop {
             let succeeded: i64 = sqlx::query_scalar(
@@ -207,13 +228,15 @@ async fn a_failover_to_a_synchronous_standby_loses_no_acknowledged_job() {
             .fetch_one(&check)
             .await
             .unwrap_or(0);
-            if succeeded == acked.len() as i64 {
+            if succeeded + orphaned_claims(check.clone()).await == acked.len() as i64 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
     .await;
+    let orphaned = orphaned_claims(check.clone()).await;
+    eprintln!("failover: {orphaned} claims orphaned by the crash (attempts left unknown)");
     if in_time.is_err() {
         let stuck: Vec<(String, String, String)> = sqlx::query_as(
             "SELECT j.idempotency_key, j.status, coalesce(string_agg(a.status, ','), '')
@@ -254,8 +277,15 @@ async fn a_failover_to_a_synchronous_standby_loses_no_acknowledged_job() {
     .await
     .expect("read the attempts");
     assert_eq!(two_winners, 0, "activities with two winning attempts");
-    assert_eq!(live, 0, "attempts left scheduled, started or unknown");
-    assert_eq!(won, acked.len() as i64, "one winning attempt per job");
+    assert_eq!(
+        live, orphaned,
+        "attempts left scheduled, started or unknown, beyond the claims the crash orphaned"
+    );
+    assert_eq!(
+        won + orphaned,
+        acked.len() as i64,
+        "one winning attempt per job (but the orphaned claims')"
+    );
 
     // The engines and the worker recovered without a restart: both LISTEN on the new
     // primary, and every process still runs.
