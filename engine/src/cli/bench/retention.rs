@@ -151,6 +151,8 @@ struct Pruned {
     jobs: u64,
     partitions_dropped: i32,
     seconds: f64,
+    /// Of `seconds`, the partitions' drop (partitioned).
+    drop_seconds: f64,
     wal_bytes: u64,
 }
 
@@ -207,12 +209,13 @@ impl Bench {
         let mb = |bytes: i64| bytes as f64 / 1_048_576.0;
         let extra = format!(
             " layout={} history_jobs={history_jobs} history_left={history_left} events_before={events_before} \
-             events_left={events_left} partitions_dropped={} wal_mb={:.1} \
+             events_left={events_left} partitions_dropped={} drop_seconds={:.3} wal_mb={:.1} \
              events_mb_before={:.1} events_mb_after={:.1} events_mb_vacuumed={:.1} \
              others_mb_before={:.1} others_mb_after={:.1} others_mb_vacuumed={:.1} \
              vacuum_seconds={vacuum_seconds:.3} vacuum_wal_mb={:.1} other_db_xacts={others}",
             layout.name(),
             pruned.partitions_dropped,
+            pruned.drop_seconds,
             pruned.wal_bytes as f64 / 1_048_576.0,
             mb(sizes_before.0),
             mb(sizes_after.0),
@@ -293,6 +296,7 @@ async fn prune(
             break;
         }
     }
+    let dropping = Instant::now();
     let partitions_dropped = match layout {
         EventsLayout::Plain => 0,
         EventsLayout::Partitioned => sqlx::query_scalar(DROP)
@@ -301,12 +305,14 @@ async fn prune(
             .await
             .map_err(db)?,
     };
+    let drop_seconds = dropping.elapsed().as_secs_f64();
     let seconds = start.elapsed().as_secs_f64();
     let wal_bytes = wal_lsn(pool).await?.saturating_sub(lsn);
     Ok(Pruned {
         jobs,
         partitions_dropped,
         seconds,
+        drop_seconds,
         wal_bytes,
     })
 }
