@@ -65,6 +65,7 @@ const DELETE_PRUNED: &str = include_str!("../../store/postgres/sql/delete_pruned
 const DELETE_KEEP_EVENTS: &str = include_str!("sql/retention_delete_keep_events.sql");
 const SIZES: &str = include_str!("sql/retention_sizes.sql");
 const COUNTS: &str = include_str!("sql/retention_counts.sql");
+const ORPHANS: &str = include_str!("sql/retention_orphans.sql");
 const WAL_LSN: &str = include_str!("sql/wal_lsn.sql");
 const OTHER_COMMITS: &str = include_str!("sql/other_commits.sql");
 const VACUUM: &str = include_str!("sql/retention_vacuum.sql");
@@ -197,6 +198,22 @@ impl Bench {
             .fetch_one(pool)
             .await
             .map_err(db)?;
+        // The counts hold: every history job pruned or left, none left without its events.
+        if u64::try_from(history_jobs - history_left).ok() != Some(pruned.jobs) {
+            return Err(format!(
+                "retention: {history_jobs} history jobs, {history_left} left, but {} pruned",
+                pruned.jobs
+            ));
+        }
+        let orphans: i64 = sqlx::query_scalar(ORPHANS)
+            .fetch_one(pool)
+            .await
+            .map_err(db)?;
+        if orphans != 0 {
+            return Err(format!(
+                "retention: {orphans} jobs left without their events"
+            ));
+        }
 
         let lsn = wal_lsn(pool).await?;
         let start = Instant::now();
