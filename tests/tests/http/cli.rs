@@ -334,3 +334,68 @@ rules! {
         assert!(!ok && stderr.contains("not_found"), "{stderr}");
     }
 }
+
+/// `onceflow bench --engines 2` runs two engine processes on one database and spreads its
+/// producers and workers across them: every job of the run is made once and succeeds
+/// (e2e), every key twice submitted makes one job (dedup), and both engines' workers
+/// ran jobs. PostgreSQL: the database several engines share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bench_with_two_engines_makes_each_job_once_and_uses_both() {
+    use onceflow_tests::{Backend, TestDb};
+    let db = TestDb::new(Backend::Postgres).await;
+    let url = db.url();
+    let bench = |workload: &'static str| {
+        let url = url.clone();
+        async move {
+            let args = [
+                "bench",
+                "--database-url",
+                &url,
+                "--workload",
+                workload,
+                "--jobs",
+                "200",
+                "--concurrency",
+                "4",
+                "--engines",
+                "2",
+            ];
+            run(&args, &[("RUST_LOG", "warn")]).await
+        }
+    };
+    let (ok, stdout, stderr) = bench("e2e").await;
+    assert!(ok, "{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("RESULT workload=e2e"))
+        .unwrap_or_else(|| panic!("no e2e result: {stdout}"));
+    assert!(
+        line.contains(" jobs=200 ") && line.contains(" engines=2"),
+        "{line}"
+    );
+    // The 200 jobs and the warm-up, each once, each succeeded, by the workers of both engines.
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench'")
+            .await,
+        201
+    );
+    assert_eq!(
+        db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench' AND status = 'succeeded'")
+            .await,
+        201
+    );
+    assert_eq!(db.count("SELECT count(DISTINCT worker_id) FROM attempts WHERE owner_id = 'bench' AND completion_outcome = 'won'").await, 2, "one worker per engine, both ran jobs");
+
+    let (ok, stdout, stderr) = bench("dedup").await;
+    assert!(ok, "{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("RESULT workload=dedup"))
+        .unwrap_or_else(|| panic!("no dedup result: {stdout}"));
+    assert!(
+        line.contains(" jobs_created=100") && line.contains(" engines=2"),
+        "{line}"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench' AND idempotency_key LIKE '%-dedup-%'").await, 100, "one job per key across both engines");
+    db.assert_integrity().await;
+}

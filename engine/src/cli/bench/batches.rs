@@ -3,14 +3,22 @@
 use super::Bench;
 
 impl Bench {
-    /// From the server's metrics: per natural batcher, the items and flushes so far.
+    /// From the servers' metrics: per natural batcher, the items and flushes so far,
+    /// summed over every server.
     pub(super) async fn batch_totals(&self) -> BatchTotals {
-        let mut totals = std::collections::BTreeMap::new();
-        let Ok(response) = self.http.get(format!("{}/metrics", self.url)).send().await else {
-            return totals;
+        let mut totals = BatchTotals::new();
+        for url in &self.urls {
+            self.add_batch_totals(url, &mut totals).await;
+        }
+        totals
+    }
+
+    async fn add_batch_totals(&self, url: &str, totals: &mut BatchTotals) {
+        let Ok(response) = self.http.get(format!("{url}/metrics")).send().await else {
+            return;
         };
         let Ok(text) = response.text().await else {
-            return totals;
+            return;
         };
         for line in text.lines() {
             let Some(rest) = line.strip_prefix("onceflow_batch_items_") else {
@@ -26,12 +34,11 @@ impl Bench {
             };
             let entry: &mut (f64, f64) = totals.entry(kind.to_owned()).or_default();
             if series.starts_with("sum{") {
-                entry.0 = value;
+                entry.0 += value;
             } else if series.starts_with("count{") {
-                entry.1 = value;
+                entry.1 += value;
             }
         }
-        totals
     }
 }
 

@@ -7,26 +7,21 @@ use std::time::{Duration, Instant};
 use onceflow_worker::Worker;
 
 use super::batches::batch_report;
-use super::worker::{stop_worker, submit_warm_up, wait_won};
+use super::worker::{stop_worker, submit_warm_up, wait_won_all};
 use super::worker_process::WorkerProcess;
 use super::{peak_rss_mb, Bench, Names, WorkerTask};
 
 impl Bench {
     pub(super) async fn e2e(&self) -> Result<f64, String> {
         let names = self.names("e2e");
-        let mut worker = if self.worker_process {
-            E2eWorker::Process(Box::new(WorkerProcess::spawn(self, &names)?))
-        } else {
-            let (worker, task) = self.start_worker(&names, self.concurrency, None)?;
-            E2eWorker::InProcess(worker, task)
-        };
+        let mut worker = self.e2e_workers(&names)?;
         let measured = self.e2e_measure(&names, &mut worker).await;
         let described = worker.describe();
         let stopped = worker.stop().await;
         let (elapsed, verified, batches) = measured?;
         let worker_rss = stopped?;
         let n = self.jobs;
-        // This process: the server (unless --url), the producers and, unless
+        // This process: the server (unless --url or --engines), the producers and, unless
         // --worker-process, the worker too.
         let mut extra = peak_rss_mb()
             .map(|mb| format!(" peak_rss_mb={mb:.1}"))
@@ -37,8 +32,9 @@ impl Bench {
         // Mean calls per flush of each natural batcher during the run.
         extra.push_str(&batches);
         let rate = self.result("e2e", n, elapsed, &extra);
+        let workers = self.urls.len();
         eprintln!(
-            "bench e2e: {n} jobs submitted over HTTP by {} producers and run by one SDK worker (max {} attempts) \
+            "bench e2e: {n} jobs submitted over HTTP by {} producers and run by {workers} SDK worker(s) (max {} attempts in all) \
              in {:.3} s: {rate:.1} jobs/s; {verified} verified succeeded; worker {described}",
             self.concurrency,
             self.concurrency,
@@ -47,13 +43,39 @@ impl Bench {
         Ok(rate)
     }
 
+    /// One worker per server (one, unless --engines), the --concurrency attempts shared
+    /// between them.
+    fn e2e_workers(&self, names: &Names) -> Result<E2eWorker, String> {
+        let servers = self.urls.len();
+        let each = self.concurrency.div_ceil(servers);
+        if self.worker_process {
+            let mut processes = Vec::with_capacity(servers);
+            for (i, url) in self.urls.iter().enumerate() {
+                processes.push(WorkerProcess::spawn(self, names, url, i, each)?);
+            }
+            Ok(E2eWorker::Processes(processes))
+        } else {
+            let mut workers = Vec::with_capacity(servers);
+            for (i, url) in self.urls.iter().enumerate() {
+                workers.push(self.start_worker_at(
+                    url,
+                    &self.worker_id(names, i),
+                    names,
+                    each,
+                    None,
+                )?);
+            }
+            Ok(E2eWorker::InProcess(workers))
+        }
+    }
+
     async fn e2e_measure(
         &self,
         names: &Names,
         worker: &mut E2eWorker,
     ) -> Result<(Duration, u64, String), String> {
         let n = self.jobs;
-        // One job first, so that the worker has registered its contract and is polling.
+        // One job first, so that a worker has registered its contract and is polling.
         submit_warm_up(&self.client()?, names).await?;
         worker.wait_won(1).await?;
         let baseline = worker.won();
@@ -76,46 +98,75 @@ impl Bench {
     }
 }
 
-/// The SDK worker of e2e: in this process, or in a child process of its own.
+/// The SDK workers of e2e (one per server): in this process, or each in a child process
+/// of its own.
 enum E2eWorker {
-    InProcess(Arc<Worker>, WorkerTask),
-    Process(Box<WorkerProcess>),
+    InProcess(Vec<(Arc<Worker>, WorkerTask)>),
+    Processes(Vec<WorkerProcess>),
 }
 
 impl E2eWorker {
+    /// The results the workers won, in all.
     fn won(&self) -> u64 {
         match self {
-            E2eWorker::InProcess(worker, _) => worker.stats().won,
-            E2eWorker::Process(process) => process.won,
+            E2eWorker::InProcess(workers) => workers.iter().map(|(w, _)| w.stats().won).sum(),
+            E2eWorker::Processes(processes) => processes.iter().map(|p| p.won).sum(),
         }
     }
 
-    /// Waits until the worker has won `target` results; returns when it saw it.
+    /// Waits until the workers have won `target` results in all; returns when it saw it.
     async fn wait_won(&mut self, target: u64) -> Result<Instant, String> {
         match self {
-            E2eWorker::InProcess(worker, task) => {
-                wait_won(worker, task, target, Duration::from_millis(5)).await
+            E2eWorker::InProcess(workers) => {
+                let refs: Vec<(&Worker, &WorkerTask)> =
+                    workers.iter().map(|(w, t)| (w.as_ref(), t)).collect();
+                wait_won_all(&refs, target, Duration::from_millis(5)).await
             }
-            E2eWorker::Process(process) => process.wait_won(target).await,
+            E2eWorker::Processes(processes) => WorkerProcess::wait_won_all(processes, target).await,
         }
     }
 
     fn describe(&self) -> String {
         match self {
-            E2eWorker::InProcess(worker, _) => format!("{:?}", worker.stats()),
-            E2eWorker::Process(process) => format!(
-                "process {} (won {})",
-                process.child.id().unwrap_or(0),
-                process.won
-            ),
+            E2eWorker::InProcess(workers) => workers
+                .iter()
+                .map(|(w, _)| format!("{:?}", w.stats()))
+                .collect::<Vec<_>>()
+                .join("; "),
+            E2eWorker::Processes(processes) => processes
+                .iter()
+                .map(|p| format!("process {} (won {})", p.child.id().unwrap_or(0), p.won))
+                .collect::<Vec<_>>()
+                .join("; "),
         }
     }
 
-    /// Stops the worker; a worker process answers its peak memory in MB.
+    /// Stops the workers; worker processes answer the largest peak memory among them,
+    /// in MB.
     async fn stop(self) -> Result<Option<f64>, String> {
         match self {
-            E2eWorker::InProcess(worker, task) => stop_worker(&worker, task).await.map(|()| None),
-            E2eWorker::Process(process) => process.stop().await.map(Some),
+            E2eWorker::InProcess(workers) => {
+                let mut first_error = None;
+                for (worker, task) in workers {
+                    if let Err(e) = stop_worker(&worker, task).await {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                first_error.map_or(Ok(None), Err)
+            }
+            E2eWorker::Processes(processes) => {
+                let mut peak: Option<f64> = None;
+                let mut first_error = None;
+                for process in processes {
+                    match process.stop().await {
+                        Ok(mb) => peak = Some(peak.map_or(mb, |p| p.max(mb))),
+                        Err(e) => {
+                            first_error.get_or_insert(e);
+                        }
+                    }
+                }
+                first_error.map_or(Ok(peak), Err)
+            }
         }
     }
 }

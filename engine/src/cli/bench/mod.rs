@@ -16,11 +16,13 @@
 mod batches;
 mod dedup;
 mod e2e;
+mod engines;
 mod floor;
 mod heartbeat;
 pub mod history;
 mod latency;
 mod produce;
+mod retention;
 mod submit;
 mod worker;
 mod worker_process;
@@ -65,6 +67,9 @@ pub enum Workload {
     /// Heartbeats over HTTP: --concurrency attempts held, each renewed in a loop by a
     /// caller of its own, --jobs heartbeats in all (not part of `all`).
     Heartbeat,
+    /// PostgreSQL only: e2e, then the oldest half of the --history jobs pruned as the
+    /// store's retention pass prunes them, on the --events-layout (not part of `all`).
+    Retention,
     /// floor, submit, dedup, e2e, latency, then the e2e/floor ratio.
     All,
 }
@@ -101,6 +106,17 @@ pub struct BenchArgs {
     /// runs one, and report that process's peak memory as `worker_peak_rss_mb`.
     #[arg(long)]
     worker_process: bool,
+    /// Run N engines as processes of their own (`onceflow serve`, this binary re-run, on
+    /// free loopback ports, all on --database-url) instead of one server in-process;
+    /// the producers and the e2e workers are spread across them, and the database
+    /// connections (the in-process server's pool) are split between them. Not with --url.
+    #[arg(long, conflicts_with = "url", value_parser = clap::value_parser!(u16).range(1..=64))]
+    engines: Option<u16>,
+    /// How job_events is laid out (PostgreSQL): as the migrations make it, or partitioned
+    /// by job id (time) by the bench before --history is seeded, for comparing retention
+    /// and the write path on both. `partitioned` needs a fresh database. Not with --url.
+    #[arg(long, value_enum, default_value_t = retention::EventsLayout::Plain)]
+    events_layout: retention::EventsLayout,
 }
 
 /// `onceflow bench-worker`: the no-op SDK worker of `--worker-process`. It prints
@@ -144,16 +160,23 @@ struct Names {
     key_prefix: String,
 }
 
-/// The server in-process, when there is no --url.
-struct LocalServer {
-    shutdown: CancellationToken,
-    handle: JoinHandle<std::io::Result<()>>,
+/// The servers the bench started: one in-process, or `--engines` processes.
+enum LocalServer {
+    InProcess {
+        shutdown: CancellationToken,
+        handle: JoinHandle<std::io::Result<()>>,
+    },
+    Processes(engines::EngineProcesses),
 }
 
 impl LocalServer {
     async fn stop(self) -> Result<(), String> {
-        self.shutdown.cancel();
-        match tokio::time::timeout(Duration::from_secs(15), self.handle).await {
+        let (shutdown, handle) = match self {
+            LocalServer::InProcess { shutdown, handle } => (shutdown, handle),
+            LocalServer::Processes(processes) => return processes.stop().await,
+        };
+        shutdown.cancel();
+        match tokio::time::timeout(Duration::from_secs(15), handle).await {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(e))) => Err(format!("the in-process server failed: {e}")),
             Ok(Err(e)) => Err(format!("the in-process server task failed: {e}")),
@@ -163,7 +186,10 @@ impl LocalServer {
 }
 
 struct Bench {
+    /// The first (or only) server: the workloads that need one server use it.
     url: String,
+    /// Every server, `url` first; producers and e2e workers are spread across them.
+    urls: Vec<String>,
     client_token: String,
     worker_token: String,
     store: &'static str,
@@ -172,6 +198,9 @@ struct Bench {
     jobs: u64,
     concurrency: usize,
     worker_process: bool,
+    /// `--engines`, when given.
+    engines: Option<u16>,
+    events_layout: retention::EventsLayout,
     http: reqwest::Client,
 }
 
@@ -204,6 +233,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 .await
                 .map_err(|e| format!("migration failed: {e:?}"))?;
             let store = store_of(&database_url);
+            retention::apply_layout(&database_url, args.events_layout, args.history).await?;
             if args.history > 0 {
                 history::prefill(&database_url, &run_id, args.history).await?;
             }
@@ -217,25 +247,47 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 .await
                 .map_err(|e| e.to_string())?
                 .token;
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
-            let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            let config = ServerConfig {
-                bind: addr,
-                ..ServerConfig::default()
+            let (urls, server) = match args.engines {
+                None => {
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                        .await
+                        .map_err(|e| format!("cannot listen on 127.0.0.1: {e}"))?;
+                    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+                    let config = ServerConfig {
+                        bind: addr,
+                        ..ServerConfig::default()
+                    };
+                    let shutdown = CancellationToken::new();
+                    let handle = tokio::spawn(crate::http::serve_on(
+                        listener,
+                        engine,
+                        config,
+                        shutdown.clone(),
+                    ));
+                    let url = format!("http://{addr}");
+                    eprintln!("bench {run_id}: {store} store, in-process server at {url}");
+                    (vec![url], LocalServer::InProcess { shutdown, handle })
+                }
+                Some(count) => {
+                    drop(engine);
+                    let count = usize::from(count);
+                    // The in-process server's pool, split: the database sees as many
+                    // connections whatever the number of engines.
+                    let per_engine = (max_connections / count as u32)
+                        .max(crate::store::postgres::MIN_POOL_CONNECTIONS);
+                    let processes =
+                        engines::EngineProcesses::start(&args.database, count, per_engine, &http)
+                            .await?;
+                    eprintln!(
+                        "bench {run_id}: {store} store, {count} engine processes ({per_engine} connections each) at {}",
+                        processes.urls.join(" ")
+                    );
+                    (processes.urls.clone(), LocalServer::Processes(processes))
+                }
             };
-            let shutdown = CancellationToken::new();
-            let handle = tokio::spawn(crate::http::serve_on(
-                listener,
-                engine,
-                config,
-                shutdown.clone(),
-            ));
-            let url = format!("http://{addr}");
-            eprintln!("bench {run_id}: {store} store, in-process server at {url}");
             let bench = Bench {
-                url,
+                url: urls[0].clone(),
+                urls,
                 client_token,
                 worker_token,
                 store,
@@ -244,9 +296,11 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 jobs: args.jobs,
                 concurrency: args.concurrency,
                 worker_process: args.worker_process,
+                engines: args.engines,
+                events_layout: args.events_layout,
                 http,
             };
-            (bench, Some(LocalServer { shutdown, handle }))
+            (bench, Some(server))
         }
         Some(url) => {
             let client_token = args
@@ -259,6 +313,12 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 .as_ref()
                 .map(|t| t.expose().to_owned())
                 .ok_or("--url needs --worker-token")?;
+            if args.events_layout != retention::EventsLayout::Plain {
+                return Err(
+                    "--events-layout partitioned needs the bench's own server (not --url)"
+                        .to_owned(),
+                );
+            }
             let database_url = super::database_url(&args.database).ok();
             let store = database_url.as_deref().map(store_of).unwrap_or("unknown");
             if args.history > 0 {
@@ -270,7 +330,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
             let url = url.trim_end_matches('/').to_owned();
             eprintln!("bench {run_id}: server at {url} ({store} store)");
             let bench = Bench {
-                url,
+                url: url.clone(),
+                urls: vec![url],
                 client_token,
                 worker_token,
                 store,
@@ -279,6 +340,8 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 jobs: args.jobs,
                 concurrency: args.concurrency,
                 worker_process: args.worker_process,
+                engines: args.engines,
+                events_layout: args.events_layout,
                 http,
             };
             (bench, None)
@@ -325,6 +388,7 @@ impl Bench {
             Workload::Latency => &[Workload::Latency],
             Workload::Floor => &[Workload::Floor],
             Workload::Heartbeat => &[Workload::Heartbeat],
+            Workload::Retention => &[Workload::Retention],
         };
         let mut floor_rate = None;
         let mut e2e_rate = None;
@@ -336,6 +400,7 @@ impl Bench {
                 Workload::E2e => e2e_rate = Some(self.e2e().await?),
                 Workload::Latency => self.latency().await?,
                 Workload::Heartbeat => self.heartbeat().await?,
+                Workload::Retention => self.retention().await?,
                 Workload::All => {}
             }
         }
@@ -365,12 +430,27 @@ impl Bench {
             .map_err(|e| format!("cannot build the client: {e}"))
     }
 
+    /// One client per server, in the order of `urls`.
+    fn clients(&self) -> Result<Vec<Client>, String> {
+        self.urls
+            .iter()
+            .map(|url| {
+                Client::new(url.clone(), self.client_token.clone())
+                    .map_err(|e| format!("cannot build the client: {e}"))
+            })
+            .collect()
+    }
+
     /// Prints the RESULT line; returns the rate.
     fn result(&self, workload: &str, jobs: u64, elapsed: Duration, extra: &str) -> f64 {
         let seconds = elapsed.as_secs_f64();
         let rate = jobs as f64 / seconds.max(1e-9);
+        let engines = self
+            .engines
+            .map(|n| format!(" engines={n}"))
+            .unwrap_or_default();
         println!(
-            "RESULT workload={workload} store={} jobs={jobs} seconds={seconds:.3} rate={rate:.1} threads={}{extra}",
+            "RESULT workload={workload} store={} jobs={jobs} seconds={seconds:.3} rate={rate:.1} threads={}{engines}{extra}",
             self.store,
             runtime_threads()
         );

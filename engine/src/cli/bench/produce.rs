@@ -11,24 +11,25 @@ use serde_json::Value;
 use super::{job_body, Bench, Names};
 
 impl Bench {
-    /// `submits` submissions by `concurrency` producers; submission `i` uses key
-    /// `i / per_key`, so consecutive submissions of one key run at the same time on two
-    /// producers. Returns (created, replayed).
+    /// `submits` submissions by `concurrency` producers, producer `p` talking to server
+    /// `p mod servers`; submission `i` uses key `i / per_key`, so consecutive submissions
+    /// of one key run at the same time on two producers (on two servers, if there are
+    /// several). Returns (created, replayed).
     pub(super) async fn produce(
         &self,
         names: &Names,
         submits: u64,
         per_key: u64,
     ) -> Result<(u64, u64), String> {
-        let client = self.client()?;
+        let clients = self.clients()?;
         let next = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let created = Arc::new(AtomicU64::new(0));
         let replayed = Arc::new(AtomicU64::new(0));
         let mut producers = Vec::with_capacity(self.concurrency);
-        for _ in 0..self.concurrency {
+        for p in 0..self.concurrency {
             let (client, names, next, stop, created, replayed) = (
-                client.clone(),
+                clients[p % clients.len()].clone(),
                 names.clone(),
                 next.clone(),
                 stop.clone(),

@@ -30,8 +30,35 @@ impl Bench {
         max_concurrent: usize,
         probe: Option<mpsc::UnboundedSender<(Uuid, Instant)>>,
     ) -> Result<(Arc<Worker>, WorkerTask), String> {
-        let worker = Worker::builder(self.url.clone(), self.worker_token.clone())
-            .worker_id(format!("bench-{}-{}", self.run_id, names.workload))
+        self.start_worker_at(
+            &self.url,
+            &self.worker_id(names, 0),
+            names,
+            max_concurrent,
+            probe,
+        )
+    }
+
+    /// The id of the workload's worker number `i` (from 0): the workload's name alone
+    /// for the first, so that a run with one server names its worker as before.
+    pub(super) fn worker_id(&self, names: &Names, i: usize) -> String {
+        match i {
+            0 => format!("bench-{}-{}", self.run_id, names.workload),
+            i => format!("bench-{}-{}-{i}", self.run_id, names.workload),
+        }
+    }
+
+    /// A worker polling the server at `url`.
+    pub(super) fn start_worker_at(
+        &self,
+        url: &str,
+        worker_id: &str,
+        names: &Names,
+        max_concurrent: usize,
+        probe: Option<mpsc::UnboundedSender<(Uuid, Instant)>>,
+    ) -> Result<(Arc<Worker>, WorkerTask), String> {
+        let worker = Worker::builder(url.to_owned(), self.worker_token.clone())
+            .worker_id(worker_id.to_owned())
             .task_queue(names.queue.clone())
             .max_concurrent_attempts(max_concurrent)
             .poll_wait(Duration::from_secs(1))
@@ -76,33 +103,47 @@ pub(super) async fn wait_won(
     target: u64,
     every: Duration,
 ) -> Result<Instant, String> {
-    let mut last = worker.stats().won;
+    wait_won_all(&[(worker, task)], target, every).await
+}
+
+/// [`wait_won`] for several workers: until their won counts add up to `target`; fails
+/// when any of them stops or fails, or all together make no progress for [`STALL`].
+pub(super) async fn wait_won_all(
+    workers: &[(&Worker, &WorkerTask)],
+    target: u64,
+    every: Duration,
+) -> Result<Instant, String> {
+    let won = || workers.iter().map(|(w, _)| w.stats().won).sum::<u64>();
+    let mut last = won();
     let mut last_change = Instant::now();
     loop {
-        let stats = worker.stats();
-        if stats.won >= target {
+        let total = won();
+        if total >= target {
             return Ok(Instant::now());
         }
-        if task.is_finished() {
-            return Err(format!(
-                "the worker stopped early (won {} of {target}); worker {stats:?}",
-                stats.won
-            ));
+        for (worker, task) in workers {
+            let stats = worker.stats();
+            if task.is_finished() {
+                return Err(format!(
+                    "the worker stopped early (won {total} of {target}); worker {stats:?}"
+                ));
+            }
+            if stats.panics > 0
+                || stats.contract_violations > 0
+                || stats.local_contract_violations > 0
+            {
+                return Err(format!(
+                    "the no-op provider did not succeed; worker {stats:?}"
+                ));
+            }
         }
-        if stats.panics > 0 || stats.contract_violations > 0 || stats.local_contract_violations > 0
-        {
-            return Err(format!(
-                "the no-op provider did not succeed; worker {stats:?}"
-            ));
-        }
-        if stats.won != last {
-            last = stats.won;
+        if total != last {
+            last = total;
             last_change = Instant::now();
         } else if last_change.elapsed() > STALL {
             return Err(format!(
-                "no progress for {} s (won {} of {target}); worker {stats:?}",
+                "no progress for {} s (won {total} of {target})",
                 STALL.as_secs(),
-                stats.won
             ));
         }
         tokio::time::sleep(every).await;

@@ -19,18 +19,23 @@ pub(super) struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    pub(super) fn spawn(bench: &Bench, names: &Names) -> Result<WorkerProcess, String> {
+    /// Starts worker number `i` of the workload, polling the server at `url` with at
+    /// most `concurrency` attempts at once.
+    pub(super) fn spawn(
+        bench: &Bench,
+        names: &Names,
+        url: &str,
+        i: usize,
+        concurrency: usize,
+    ) -> Result<WorkerProcess, String> {
         let exe =
             std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
         let mut child = tokio::process::Command::new(exe)
             .arg("bench-worker")
-            .args(["--url", &bench.url, "--worker-token", &bench.worker_token])
-            .args([
-                "--worker-id",
-                &format!("bench-{}-{}", bench.run_id, names.workload),
-            ])
+            .args(["--url", url, "--worker-token", &bench.worker_token])
+            .args(["--worker-id", &bench.worker_id(names, i)])
             .args(["--task-queue", &names.queue, "--activity", &names.activity])
-            .args(["--concurrency", &bench.concurrency.to_string()])
+            .args(["--concurrency", &concurrency.to_string()])
             .args(["--threads", &runtime_threads().to_string()])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -47,6 +52,18 @@ impl WorkerProcess {
             lines,
             won: 0,
         })
+    }
+
+    /// Reads the child's next line and takes it in: its won count, or its error. Cancel
+    /// safe (a line is read whole or not at all).
+    pub(super) async fn update(&mut self) -> Result<(), String> {
+        let line = self.next_line().await?;
+        if let Some(won) = line.strip_prefix("won=").and_then(|n| n.parse().ok()) {
+            self.won = won;
+        } else if let Some(error) = line.strip_prefix("error=") {
+            return Err(format!("the worker process: {error}"));
+        }
+        Ok(())
     }
 
     /// The next line of the child; an error when it ends or says nothing for [`STALL`].
@@ -66,14 +83,15 @@ impl WorkerProcess {
         }
     }
 
-    pub(super) async fn wait_won(&mut self, target: u64) -> Result<Instant, String> {
-        while self.won < target {
-            let line = self.next_line().await?;
-            if let Some(won) = line.strip_prefix("won=").and_then(|n| n.parse().ok()) {
-                self.won = won;
-            } else if let Some(error) = line.strip_prefix("error=") {
-                return Err(format!("the worker process: {error}"));
-            }
+    /// Waits until the won counts of `processes` add up to `target`; returns when it saw
+    /// it. Fails when one of them fails or ends, or none says anything for [`STALL`].
+    pub(super) async fn wait_won_all(
+        processes: &mut [WorkerProcess],
+        target: u64,
+    ) -> Result<Instant, String> {
+        while processes.iter().map(|p| p.won).sum::<u64>() < target {
+            let updates = processes.iter_mut().map(|p| Box::pin(p.update()));
+            futures::future::select_all(updates).await.0?;
         }
         Ok(Instant::now())
     }

@@ -1,0 +1,25 @@
+-- `--workload retention`, partitioned layout: the store's delete_pruned_jobs.sql without its
+-- job_events part (the events go with their partition, events_drop.sql). Run in the same
+-- transaction as the store's lock_prunable_jobs.sql, after it.
+WITH doomed AS (
+    SELECT j.owner_id, j.id
+    FROM unnest($1::text[], $2::uuid[]) AS d(owner_id, id)
+    JOIN jobs j ON j.owner_id = d.owner_id AND j.id = d.id
+    -- Retention, checked again on the newest rows: still finished, still no live attempt.
+    WHERE j.status IN ('succeeded', 'failed', 'cancelled')
+      AND NOT EXISTS (
+          SELECT 1 FROM activities ac JOIN attempts a ON a.owner_id = ac.owner_id AND a.activity_id = ac.id
+          WHERE ac.owner_id = j.owner_id AND ac.job_id = j.id AND a.live)
+), doomed_activities AS (
+    SELECT ac.owner_id,
+        ac.id FROM activities ac JOIN doomed d ON ac.owner_id = d.owner_id AND ac.job_id = d.id
+), gone_attempts AS (
+    DELETE FROM attempts a USING doomed_activities da WHERE a.owner_id = da.owner_id AND a.activity_id = da.id
+), gone_activities AS (
+    DELETE FROM activities ac USING doomed_activities da WHERE ac.owner_id = da.owner_id AND ac.id = da.id
+), gone_timers AS (
+    DELETE FROM timers t USING doomed d WHERE t.owner_id = d.owner_id AND t.job_id = d.id
+), gone AS (
+    DELETE FROM jobs j USING doomed d WHERE j.owner_id = d.owner_id AND j.id = d.id RETURNING 1
+)
+SELECT count(*) FROM gone
