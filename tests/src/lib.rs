@@ -274,6 +274,17 @@ impl TestDb {
         }
     }
 
+    /// How many sessions wait for a row or table lock in this database now (on Citus,
+    /// anywhere in the cluster: a statement routed to a shard waits on the shard's node).
+    pub async fn lock_waiters(&self) -> i64 {
+        if on_citus() {
+            self.count("SELECT count(*) FROM citus_lock_waits").await
+        } else {
+            self.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+                .await
+        }
+    }
+
     /// The integer a query answers (e.g. a `count(*)`).
     pub async fn count(&self, sql: &str) -> i64 {
         match (&self.pg, &self.sqlite) {

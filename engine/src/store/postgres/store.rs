@@ -329,8 +329,10 @@ impl Store for PgStore {
         retention: std::time::Duration,
         limit: i64,
     ) -> StoreResult<u64> {
+        // Read before the transaction takes a connection (a pool may have only one).
+        let citus = self.citus().await?;
         let mut tx = self.pool.begin_with(BEGIN_UNTIMED_SQL).await?;
-        if self.citus().await? {
+        if citus {
             // Owner by owner, each delete on one shard.
             let owners: Vec<String> = sqlx::query_scalar(CITUS_SCHEDULE_EVENT_OWNERS_SQL)
                 .bind(retention.as_secs_f64())
@@ -368,8 +370,10 @@ impl Store for PgStore {
         limit: i64,
         after: Option<Uuid>,
     ) -> StoreResult<PrunedJobs> {
+        // Read before the transaction takes a connection (a pool may have only one).
+        let citus = self.citus().await?;
         let mut tx = self.pool.begin_with(BEGIN_UNTIMED_SQL).await?;
-        if self.citus().await? {
+        if citus {
             return prune_finished_jobs_by_owner(tx, retention, limit, after).await;
         }
         let doomed: Vec<(String, Uuid)> = sqlx::query_as(LOCK_PRUNABLE_JOBS_SQL)
