@@ -54,6 +54,11 @@ async fn create_citus_database(admin: &PgConnectOptions, name: &str) {
     let mut conn = PgConnection::connect_with(admin)
         .await
         .expect("connect to the Citus coordinator (ONCEFLOW_TEST_DATABASE_URL)");
+    // One test database is made at a time, in every test process: registering the nodes
+    // in two at once races on the nodes' roles ("tuple concurrently updated").
+    conn.execute("SELECT pg_advisory_lock(20261207)")
+        .await
+        .expect("take the Citus set-up turn");
     conn.execute("SET citus.enable_create_database_propagation = on")
         .await
         .expect("turn on Citus's CREATE DATABASE propagation");
@@ -67,7 +72,6 @@ async fn create_citus_database(admin: &PgConnectOptions, name: &str) {
     .fetch_all(&mut conn)
     .await
     .expect("read the Citus nodes");
-    conn.close().await.ok();
     let mut coordinator = None;
     for (host, port, group) in &nodes {
         let options = admin.clone().host(host).port(*port as u16).database(name);
@@ -98,6 +102,8 @@ async fn create_citus_database(admin: &PgConnectOptions, name: &str) {
             .expect("register a Citus node in the test database");
     }
     coordinator.close().await.ok();
+    // Closing the session ends the turn.
+    conn.close().await.ok();
 }
 
 /// Tests that open dozens of connections take turns, so that parallel tests stay under
@@ -449,6 +455,17 @@ impl Drop for TestDb {
                     conn.execute("SET citus.enable_create_database_propagation = on")
                         .await
                         .ok()?;
+                    // A node may still see a session of the database closing (Citus's
+                    // connections to its workers end after the coordinator's): tried
+                    // again until it is gone, for a while.
+                    let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    for _ in 0..50 {
+                        if conn.execute(drop.as_str()).await.is_ok() {
+                            return Some(());
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    return None;
                 }
                 conn.execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
                     .await
