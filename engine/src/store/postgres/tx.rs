@@ -1068,6 +1068,23 @@ impl StoreTx for PgTx {
         if events.is_empty() {
             return Ok(());
         }
+        if self.citus.is_some() {
+            let mut owners: Vec<&str> = events.iter().map(|e| e.owner_id.as_str()).collect();
+            owners.sort_unstable();
+            owners.dedup();
+            if owners.len() > 1 {
+                // One statement per owner (one shard each), events in the order given.
+                for owner in owners {
+                    let mine: Vec<NewScheduleEvent> = events
+                        .iter()
+                        .filter(|e| e.owner_id == owner)
+                        .cloned()
+                        .collect();
+                    self.append_schedule_events(&mine).await?;
+                }
+                return Ok(());
+            }
+        }
         let mut owners = Vec::with_capacity(events.len());
         let mut names = Vec::with_capacity(events.len());
         let mut ats = Vec::with_capacity(events.len());
