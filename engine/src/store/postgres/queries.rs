@@ -389,6 +389,11 @@ pub(super) const CITUS_LOCK_OVERDUE_SCHEDULED_SQL: &str =
 /// takes the statements that reach one shard each (the `citus_*` files), owner by owner.
 pub(super) const CITUS_MODE_SQL: &str = include_str!("sql/citus_mode.sql");
 
+/// Citus: the owner and job of each of the attempts `$1` (of any owner), read from every
+/// shard in one statement without locking (completions then lock each job on its
+/// owner's shard).
+pub(super) const CITUS_LOCATE_ATTEMPTS_SQL: &str = include_str!("sql/citus_locate_attempts.sql");
+
 /// Citus: the owners with scheduled attempts past their schedule-to-start deadline, read
 /// without locking (the reaper then locks them owner by owner, one shard each).
 pub(super) const CITUS_OVERDUE_SCHEDULED_OWNERS_SQL: &str =

@@ -182,12 +182,10 @@ impl StoreTx for PgTx {
         // wait on each other in a cycle; each attempt is read once its job is held.
         if self.citus.is_some() {
             // Found on every shard without locking, then each job locked on its owner's.
-            let mut found = Vec::with_capacity(attempt_ids.len());
-            for &id in attempt_ids {
-                if let Some((owner, job_id)) = self.locate(&Scope::AllOwners, id).await? {
-                    found.push((owner, job_id, id));
-                }
-            }
+            let mut found: Vec<(String, Uuid, Uuid)> = sqlx::query_as(CITUS_LOCATE_ATTEMPTS_SQL)
+                .bind(attempt_ids)
+                .fetch_all(&mut *self.tx)
+                .await?;
             found.sort();
             let mut locked: Vec<LockedAttempt> = Vec::with_capacity(found.len());
             let mut job: Option<JobRow> = None;
