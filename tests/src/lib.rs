@@ -5,6 +5,11 @@
 //! The server is found at `ONCEFLOW_TEST_DATABASE_URL` (a URL of a database the harness
 //! may connect to in order to create and drop others), by default
 //! `postgres://postgres@127.0.0.1:5432/postgres`.
+//!
+//! With `ONCEFLOW_TEST_CITUS=1` that server is a Citus coordinator (`scripts/citus-check`):
+//! each PostgreSQL test database is then created on every node, given the coordinator's
+//! worker nodes, migrated and distributed as `onceflow migrate --citus` does (in
+//! [`CITUS_TEST_SHARDS`] shards), so every rule's PostgreSQL variant runs on Citus.
 
 pub mod cluster;
 pub mod server;
@@ -31,6 +36,74 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 pub fn admin_url() -> String {
     std::env::var("ONCEFLOW_TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// Whether the PostgreSQL test databases are made on a Citus cluster
+/// (`ONCEFLOW_TEST_CITUS=1`; see the crate's documentation).
+pub fn on_citus() -> bool {
+    std::env::var("ONCEFLOW_TEST_CITUS").is_ok_and(|v| v == "1")
+}
+
+/// Shards per distributed table in a Citus test database: few, so that making one stays
+/// quick.
+pub const CITUS_TEST_SHARDS: u32 = 4;
+
+/// Creates database `name` on the Citus cluster whose coordinator `admin` connects to,
+/// with the extension on every node and the coordinator's worker nodes registered in it.
+async fn create_citus_database(admin: &PgConnectOptions, name: &str) {
+    let mut conn = PgConnection::connect_with(admin)
+        .await
+        .expect("connect to the Citus coordinator (ONCEFLOW_TEST_DATABASE_URL)");
+    // One test database is made at a time, in every test process: registering the nodes
+    // in two at once races on the nodes' roles ("tuple concurrently updated").
+    conn.execute("SELECT pg_advisory_lock(20261207)")
+        .await
+        .expect("take the Citus set-up turn");
+    conn.execute("SET citus.enable_create_database_propagation = on")
+        .await
+        .expect("turn on Citus's CREATE DATABASE propagation");
+    conn.execute(format!("CREATE DATABASE {name}").as_str())
+        .await
+        .expect("create the test database on every Citus node");
+    let nodes: Vec<(String, i32, i32)> = sqlx::query_as(
+        "SELECT nodename::text, nodeport, groupid FROM pg_dist_node
+         WHERE noderole = 'primary' AND isactive ORDER BY groupid",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("read the Citus nodes");
+    let mut coordinator = None;
+    for (host, port, group) in &nodes {
+        let options = admin.clone().host(host).port(*port as u16).database(name);
+        let mut node = PgConnection::connect_with(&options)
+            .await
+            .expect("connect to a Citus node's test database");
+        node.execute("CREATE EXTENSION IF NOT EXISTS citus")
+            .await
+            .expect("create the citus extension");
+        if *group == 0 {
+            coordinator = Some(node);
+        } else {
+            node.close().await.ok();
+        }
+    }
+    let mut coordinator = coordinator.expect("the Citus coordinator is a node");
+    for (host, port, group) in &nodes {
+        let add = if *group == 0 {
+            "SELECT citus_set_coordinator_host($1, $2)"
+        } else {
+            "SELECT citus_add_node($1, $2)"
+        };
+        sqlx::query(add)
+            .bind(host)
+            .bind(port)
+            .execute(&mut coordinator)
+            .await
+            .expect("register a Citus node in the test database");
+    }
+    coordinator.close().await.ok();
+    // Closing the session ends the turn.
+    conn.close().await.ok();
 }
 
 /// Tests that open dozens of connections take turns, so that parallel tests stay under
@@ -66,13 +139,17 @@ impl TestDb {
                 let admin: PgConnectOptions = admin_url()
                     .parse()
                     .expect("ONCEFLOW_TEST_DATABASE_URL parses");
-                let mut conn = PgConnection::connect_with(&admin).await.expect(
-                    "connect to the PostgreSQL admin database (set ONCEFLOW_TEST_DATABASE_URL)",
-                );
-                conn.execute(format!("CREATE DATABASE {name}").as_str())
-                    .await
-                    .expect("create the test database");
-                conn.close().await.ok();
+                if on_citus() {
+                    create_citus_database(&admin, &name).await;
+                } else {
+                    let mut conn = PgConnection::connect_with(&admin).await.expect(
+                        "connect to the PostgreSQL admin database (set ONCEFLOW_TEST_DATABASE_URL)",
+                    );
+                    conn.execute(format!("CREATE DATABASE {name}").as_str())
+                        .await
+                        .expect("create the test database");
+                    conn.close().await.ok();
+                }
                 // As `PgStore::connect` runs the engine's connections.
                 let options = admin.database(&name).options([("jit", "off")]);
                 let pool = PgPoolOptions::new()
@@ -81,9 +158,12 @@ impl TestDb {
                     .await
                     .expect("connect to the test database");
                 let admin = admin_url();
-                let url = match admin.rfind('/') {
-                    Some(i) => format!("{}/{}", &admin[..i], name),
-                    None => format!("{admin}/{name}"),
+                // The admin URL with the test database's name, its parameters (such as
+                // `?sslmode=disable`) kept.
+                let (base, query) = admin.split_at(admin.find('?').unwrap_or(admin.len()));
+                let url = match base.rfind('/') {
+                    Some(i) => format!("{}/{}{query}", &base[..i], name),
+                    None => format!("{base}/{name}{query}"),
                 };
                 TestDb {
                     backend,
@@ -112,6 +192,13 @@ impl TestDb {
             }
         };
         db.engine().migrate().await.expect("migrations apply");
+        if let (true, Some((_, pool))) = (on_citus(), &db.pg) {
+            let left = PgStore::new(pool.clone())
+                .distribute(Some(CITUS_TEST_SHARDS))
+                .await
+                .expect("the tables distribute on Citus");
+            assert!(left.is_empty(), "tables left undistributed: {left:?}");
+        }
         db
     }
 
@@ -190,6 +277,17 @@ impl TestDb {
                 .map(|r| r.rows_affected())
                 .map_err(|e| e.to_string()),
             _ => unreachable!("a test database has a pool"),
+        }
+    }
+
+    /// How many sessions wait for a row or table lock in this database now (on Citus,
+    /// anywhere in the cluster: a statement routed to a shard waits on the shard's node).
+    pub async fn lock_waiters(&self) -> i64 {
+        if on_citus() {
+            self.count("SELECT count(*) FROM citus_lock_waits").await
+        } else {
+            self.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+                .await
         }
     }
 
@@ -353,6 +451,22 @@ impl Drop for TestDb {
             rt.block_on(async move {
                 let admin: PgConnectOptions = admin.parse().ok()?;
                 let mut conn = PgConnection::connect_with(&admin).await.ok()?;
+                if on_citus() {
+                    conn.execute("SET citus.enable_create_database_propagation = on")
+                        .await
+                        .ok()?;
+                    // A node may still see a session of the database closing (Citus's
+                    // connections to its workers end after the coordinator's): tried
+                    // again until it is gone, for a while.
+                    let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    for _ in 0..50 {
+                        if conn.execute(drop.as_str()).await.is_ok() {
+                            return Some(());
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    return None;
+                }
                 conn.execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
                     .await
                     .ok()?;

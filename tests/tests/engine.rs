@@ -4,6 +4,7 @@
 mod engine {
     mod batching;
     mod cancellation;
+    mod citus;
     mod commit;
     mod connections;
     mod database_tls;

@@ -54,8 +54,8 @@ enum Command {
     Dev(DevArgs),
     /// Run the HTTP server (and the lease reaper) against a database.
     Serve(ServeArgs),
-    /// Apply the database migrations.
-    Migrate(DatabaseArgs),
+    /// Apply the database migrations (and, with --citus, distribute the tables on Citus).
+    Migrate(MigrateArgs),
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
@@ -83,6 +83,23 @@ struct DatabaseArgs {
     /// or sqlite://PATH; else ONCEFLOW_DATABASE_URL, else DATABASE_URL.
     #[arg(long)]
     database_url: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct MigrateArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// After migrating, distribute every table not yet distributed on Citus (the database
+    /// must have the `citus` extension and its worker nodes): by `owner_id`, colocated with
+    /// `jobs`; `api_tokens`, `contracts` and `certifications` as reference tables.
+    /// Idempotent: run it again after every upgrade. Fails if a table is left neither
+    /// distributed nor a reference table.
+    #[arg(long)]
+    citus: bool,
+    /// With --citus: the number of shards of the tables distributed now (Citus's
+    /// `citus.shard_count`, 32, when not given).
+    #[arg(long, requires = "citus", value_parser = clap::value_parser!(u32).range(1..))]
+    shard_count: Option<u32>,
 }
 
 #[derive(Args, Debug)]
@@ -411,6 +428,41 @@ async fn connect_with(args: &DatabaseArgs, settings: &ConnectSettings) -> Result
         })
 }
 
+/// `onceflow migrate --citus`: distributes the tables (see
+/// [`crate::store::postgres::PgStore::distribute`]) and fails if any is left neither
+/// distributed nor a reference table.
+async fn distribute(args: &DatabaseArgs, shard_count: Option<u32>) -> Result<(), String> {
+    let url = database_url(args)?;
+    if !url.starts_with("postgres") {
+        return Err("--citus needs a PostgreSQL database with the citus extension".into());
+    }
+    let store = crate::store::postgres::PgStore::connect(&url, 2)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot connect to the database: {}",
+                onceflow_worker::with_causes(&e)
+            )
+        })?;
+    if !store.citus().await.map_err(|e| e.to_string())? {
+        return Err("--citus: the database has no citus extension (CREATE EXTENSION citus, and add the worker nodes, first)".into());
+    }
+    let left = store.distribute(shard_count).await.map_err(|e| {
+        format!(
+            "distributing the tables failed: {}",
+            onceflow_worker::with_causes(&e)
+        )
+    })?;
+    if !left.is_empty() {
+        return Err(format!(
+            "tables neither distributed nor reference tables: {} (a table without owner_id?)",
+            left.join(", ")
+        ));
+    }
+    eprintln!("tables distributed on Citus");
+    Ok(())
+}
+
 /// Runs the command line; the error is printed by `main`.
 pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
@@ -427,12 +479,15 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Serve(args) => serve(args).await,
         Command::Migrate(args) => {
-            let engine = connect(&args, 2).await?;
+            let engine = connect(&args.database, 2).await?;
             engine
                 .migrate()
                 .await
                 .map_err(|e| format!("migration failed: {}", onceflow_worker::with_causes(&e)))?;
             eprintln!("migrations applied");
+            if args.citus {
+                distribute(&args.database, args.shard_count).await?;
+            }
             Ok(())
         }
         Command::Token(TokenCommand::Create {

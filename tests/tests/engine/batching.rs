@@ -294,7 +294,7 @@ rules! {
         if db.backend() == onceflow_tests::Backend::Postgres {
             // The waiter's statement has started (and taken its snapshot) and waits for the job.
             onceflow_tests::wait_for("the waiter to wait for the job's lock", std::time::Duration::from_secs(10), || async {
-                db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").await > 0
+                db.lock_waiters().await > 0
             })
             .await;
         }
@@ -471,9 +471,8 @@ async fn repeats_of_a_key_being_written_wait_for_it_and_are_replays() {
     };
     let first = submit(json!({ "n": 1 }));
     // Wait until the first submission's statement waits on the lock.
-    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while db.count(waiting).await < 1 {
+    while db.lock_waiters().await < 1 {
         assert!(
             std::time::Instant::now() < deadline,
             "the first submission never reached its statement"
@@ -576,9 +575,11 @@ async fn a_polls_claim_is_not_held_up_by_its_completions() {
         })
     };
     // The claim commits while the completion waits for the lock (states, not times).
-    onceflow_tests::wait_for("the completion to wait for its job's lock", std::time::Duration::from_secs(10), || async {
-        db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").await > 0
-    })
+    onceflow_tests::wait_for(
+        "the completion to wait for its job's lock",
+        std::time::Duration::from_secs(10),
+        || async { db.lock_waiters().await > 0 },
+    )
     .await;
     onceflow_tests::wait_for(
         "the next job's attempt to start",
@@ -650,9 +651,11 @@ async fn a_heartbeat_waiting_for_its_attempt_does_not_hold_up_the_others() {
                 .await
         })
     };
-    onceflow_tests::wait_for("the held attempt's heartbeat to wait for its row", std::time::Duration::from_secs(10), || async {
-        db.count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").await > 0
-    })
+    onceflow_tests::wait_for(
+        "the held attempt's heartbeat to wait for its row",
+        std::time::Duration::from_secs(10),
+        || async { db.lock_waiters().await > 0 },
+    )
     .await;
     // The others are answered while that one still waits (states, not times: they could
     // not finish at all if they queued behind it).

@@ -20,9 +20,12 @@ pub use tx::PgTx;
 
 use bell::WorkBell;
 use hosts::{Hosts, Target};
-use queries::CONNECTION_ROOM_SQL;
+use queries::{
+    CITUS_MODE_SQL, CONNECTION_ROOM_SQL, DISTRIBUTE_TABLES_SQL, SET_SHARD_COUNT_SQL,
+    UNDISTRIBUTED_TABLES_SQL,
+};
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -39,6 +42,29 @@ pub struct PgStore {
     pool: PgPool,
     bell: Arc<WorkBell>,
     losses: Arc<Losses>,
+    citus: Arc<Citus>,
+}
+
+/// Whether the database runs Citus, read once (see [`PgStore::citus`]), and where the
+/// next owner-by-owner pass starts (so that a worker serving every owner is fair to
+/// them all).
+#[derive(Debug, Default)]
+pub(super) struct Citus {
+    on: tokio::sync::OnceCell<bool>,
+    rotation: AtomicUsize,
+}
+
+impl Citus {
+    /// The owners in the order a pass visits them: all of them, starting one further
+    /// along at each pass.
+    pub(super) fn rotate(&self, mut owners: Vec<String>) -> Vec<String> {
+        if owners.len() > 1 {
+            owners.sort();
+            let start = self.rotation.fetch_add(1, Ordering::Relaxed) % owners.len();
+            owners.rotate_left(start);
+        }
+        owners
+    }
 }
 
 impl PgStore {
@@ -163,7 +189,69 @@ impl PgStore {
             bell: WorkBell::new(pool.clone()),
             pool,
             losses,
+            citus: Arc::new(Citus::default()),
         }
+    }
+
+    /// Whether the database runs Citus (the `citus` extension is installed in it), read
+    /// once per store. On Citus every statement that locks or changes rows reaches one
+    /// shard: batches that may span owners run owner by owner (the `citus_*`
+    /// statements, or the single-row ones in turn), and passes over every owner (the
+    /// reaper, timers, the scheduler, retention, a worker serving every owner) first read
+    /// which owners have work, without locking, then take it owner by owner. On plain
+    /// PostgreSQL the batched statements run as they are.
+    pub async fn citus(&self) -> StoreResult<bool> {
+        let on = self
+            .citus
+            .on
+            .get_or_try_init(|| async {
+                sqlx::query_scalar::<_, bool>(CITUS_MODE_SQL)
+                    .fetch_one(&self.pool)
+                    .await
+            })
+            .await?;
+        Ok(*on)
+    }
+
+    /// `onceflow migrate --citus`: distributes every table of the schema that is not yet
+    /// distributed (see `sql/distribute_tables.sql`): `api_tokens`, `contracts` and
+    /// `certifications` as reference tables, every other table with an `owner_id` by it,
+    /// colocated with `jobs`, in `shard_count` shards (Citus's default when `None`; only
+    /// tables distributed now). Idempotent. Answers the tables left neither distributed
+    /// nor reference tables afterwards ([`PgStore::undistributed_tables`]): none, unless a
+    /// table has no `owner_id`. Fails on a database without Citus.
+    pub async fn distribute(&self, shard_count: Option<u32>) -> StoreResult<Vec<String>> {
+        use sqlx::Connection;
+        let options = (*self.pool.connect_options()).clone().options([
+            ("statement_timeout", "0"),
+            ("idle_in_transaction_session_timeout", "0"),
+        ]);
+        let mut conn = sqlx::PgConnection::connect_with(&options).await?;
+        let distributed = async {
+            if let Some(n) = shard_count {
+                sqlx::query(SET_SHARD_COUNT_SQL)
+                    .bind(n.to_string())
+                    .execute(&mut conn)
+                    .await?;
+            }
+            sqlx::raw_sql(DISTRIBUTE_TABLES_SQL)
+                .execute(&mut conn)
+                .await?;
+            sqlx::query_scalar::<_, String>(UNDISTRIBUTED_TABLES_SQL)
+                .fetch_all(&mut conn)
+                .await
+        }
+        .await;
+        conn.close().await.ok();
+        Ok(distributed?)
+    }
+
+    /// The tables of the schema (sqlx's migration ledger aside) that Citus holds neither
+    /// as distributed nor as reference tables. Fails on a database without Citus.
+    pub async fn undistributed_tables(&self) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar(UNDISTRIBUTED_TABLES_SQL)
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     /// Connects to `url` with a pool of at most `max_connections` and the other

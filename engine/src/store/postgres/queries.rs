@@ -308,3 +308,138 @@ pub(super) const JOB_STATUS_SQL: &str = include_str!("sql/job_status.sql");
 
 /// Appends events to schedule histories, in order.
 pub(super) const APPEND_SCHEDULE_EVENTS_SQL: &str = include_str!("sql/append_schedule_events.sql");
+
+// Citus (`onceflow migrate --citus`; the `citus_*` statements run instead of others when
+// the database runs Citus: each reaches one shard, see `PgStore::citus`).
+
+/// activities_of_jobs.sql on Citus: the activities of the jobs (owner `$1[i]`, job
+/// `$2[i]`), by job and position.
+pub(super) const CITUS_ACTIVITIES_OF_JOBS_SQL: &str =
+    include_str!("sql/citus_activities_of_jobs.sql");
+
+/// append_events.sql for the events of one owner (`$1`; Citus: one shard): jobs `$2[i]`,
+/// types `$3[i]`, attempts `$4[i]`, actors `$5[i]`, data `$6[i]`.
+/// Event order: the caller holds each job's lock, so numbering after the current
+/// maximum is safe.
+pub(super) const CITUS_APPEND_EVENTS_SQL: &str = include_str!("sql/citus_append_events.sql");
+
+/// attempts_of_activities.sql on Citus: the attempts of the activities (owner `$1[i]`,
+/// activity `$2[i]`), by activity and number.
+pub(super) const CITUS_ATTEMPTS_OF_ACTIVITIES_SQL: &str =
+    include_str!("sql/citus_attempts_of_activities.sql");
+
+/// claim_attempts.sql for one owner (Citus: one shard): `$1` queue, `$2` owner, `$3`/`$4`
+/// activity and provider arrays, `$5` limit, `$6` worker, `$7` one fresh lease token per
+/// attempt it may hand out (Citus refuses a volatile function in an UPDATE).
+/// Every row is reached by an index range or probe, or by the ctid of a row this
+/// statement locked, whatever the tables' size when the plan was cached (see
+/// ARRAY_LOOKUPS): PostgreSQL keeps one plan for it.
+pub(super) const CITUS_CLAIM_ATTEMPTS_SQL: &str = include_str!("sql/citus_claim_attempts.sql");
+
+/// claim_workflow_tasks.sql for one owner (Citus: one shard): `$1` queue, `$2` workflows,
+/// `$3` owner, `$4` limit, `$5` worker, `$6` lease seconds, `$7` one fresh lease token per
+/// task it may hand out (Citus refuses a volatile function in an UPDATE).
+pub(super) const CITUS_CLAIM_WORKFLOW_TASKS_SQL: &str =
+    include_str!("sql/citus_claim_workflow_tasks.sql");
+
+/// delete_pruned_jobs.sql for the jobs `$2` of one owner (`$1`; Citus: one shard), in the
+/// same transaction once they are locked (citus_lock_jobs.sql).
+pub(super) const CITUS_DELETE_PRUNED_JOBS_SQL: &str =
+    include_str!("sql/citus_delete_pruned_jobs.sql");
+
+/// Citus: the owners with attempts available now on queue `$1` for the (activity,
+/// provider) pairs `$2[i]`/`$3[i]`, read without locking (a claim then takes them owner
+/// by owner, one shard each).
+pub(super) const CITUS_DISPATCH_OWNERS_SQL: &str = include_str!("sql/citus_dispatch_owners.sql");
+
+/// Citus: the owners with unpaused schedules due now, read without locking (the scheduler
+/// then locks them owner by owner, one shard each).
+pub(super) const CITUS_DUE_SCHEDULE_OWNERS_SQL: &str =
+    include_str!("sql/citus_due_schedule_owners.sql");
+
+/// Citus: the owners with due, unfired timers, read without locking (the timer loop then
+/// locks them owner by owner, one shard each).
+pub(super) const CITUS_DUE_TIMER_OWNERS_SQL: &str = include_str!("sql/citus_due_timer_owners.sql");
+
+/// Citus: the owners with started attempts whose lease expired, read without locking (the
+/// reaper then locks them owner by owner, one shard each).
+pub(super) const CITUS_EXPIRED_LEASE_OWNERS_SQL: &str =
+    include_str!("sql/citus_expired_lease_owners.sql");
+
+/// lock_due_schedules.sql for one owner (`$1`; Citus: one shard), `$2` limit.
+/// Scheduler loop: each due schedule is taken by one engine only (SKIP LOCKED), and
+/// only once due by the database's clock (the transaction's now(), which the pass
+/// computes its ticks from), whatever the engine's clock.
+pub(super) const CITUS_LOCK_DUE_SCHEDULES_SQL: &str =
+    include_str!("sql/citus_lock_due_schedules.sql");
+
+/// lock_due_timers.sql for one owner (`$1`; Citus: one shard), `$2` limit.
+pub(super) const CITUS_LOCK_DUE_TIMERS_SQL: &str = include_str!("sql/citus_lock_due_timers.sql");
+
+/// lock_expired_leases.sql for one owner (`$1`; Citus: one shard), `$2` limit.
+pub(super) const CITUS_LOCK_EXPIRED_LEASES_SQL: &str =
+    include_str!("sql/citus_lock_expired_leases.sql");
+
+/// Retention on Citus: locks the jobs `$2` of owner `$1` (one shard) that are still
+/// finished, in id order, without waiting.
+/// A job another transaction holds (a replay, an operator) waits for a later pass.
+pub(super) const CITUS_LOCK_JOBS_SQL: &str = include_str!("sql/citus_lock_jobs.sql");
+
+/// lock_overdue_scheduled.sql for one owner (`$1`; Citus: one shard), `$2` limit.
+pub(super) const CITUS_LOCK_OVERDUE_SCHEDULED_SQL: &str =
+    include_str!("sql/citus_lock_overdue_scheduled.sql");
+
+/// Whether the database runs Citus (the extension is installed in it): the store then
+/// takes the statements that reach one shard each (the `citus_*` files), owner by owner.
+pub(super) const CITUS_MODE_SQL: &str = include_str!("sql/citus_mode.sql");
+
+/// Citus: the owner and job of each of the attempts `$1` (of any owner), read from every
+/// shard in one statement without locking (completions then lock each job on its
+/// owner's shard).
+pub(super) const CITUS_LOCATE_ATTEMPTS_SQL: &str = include_str!("sql/citus_locate_attempts.sql");
+
+/// Citus: the owners with scheduled attempts past their schedule-to-start deadline, read
+/// without locking (the reaper then locks them owner by owner, one shard each).
+pub(super) const CITUS_OVERDUE_SCHEDULED_OWNERS_SQL: &str =
+    include_str!("sql/citus_overdue_scheduled_owners.sql");
+
+/// Retention on Citus, first statement: lock_prunable_jobs.sql without the lock (it reads
+/// every shard): up to `$2` jobs finished more than `$1` seconds ago (database clock),
+/// with ids above `$3` if given, oldest first; citus_lock_jobs.sql then locks them owner
+/// by owner.
+pub(super) const CITUS_PRUNABLE_JOBS_SQL: &str = include_str!("sql/citus_prunable_jobs.sql");
+
+/// prune_schedule_events.sql for one owner (`$1`; Citus: one shard): deletes at most `$3`
+/// of its schedule events older than `$2` seconds, oldest first; answers how many.
+/// Retention: only events older than the retention, oldest first.
+pub(super) const CITUS_PRUNE_SCHEDULE_EVENTS_SQL: &str =
+    include_str!("sql/citus_prune_schedule_events.sql");
+
+/// Citus: the owners with schedule events older than `$1` seconds (database clock), read
+/// without locking (retention then deletes them owner by owner, one shard each).
+pub(super) const CITUS_SCHEDULE_EVENT_OWNERS_SQL: &str =
+    include_str!("sql/citus_schedule_event_owners.sql");
+
+/// Citus: the owners with workflow tasks to hand out on queue `$1` for the workflows `$2`,
+/// read without locking (a claim then takes them owner by owner, one shard each).
+pub(super) const CITUS_WORKFLOW_OWNERS_SQL: &str = include_str!("sql/citus_workflow_owners.sql");
+
+/// `onceflow migrate --citus`: distributes the schema on Citus. Idempotent: a table
+/// already distributed (or a reference table) is left as it is, so it may run after every
+/// migration, and a table a later migration adds is distributed the same way.
+/// - api_tokens, contracts and certifications become reference tables (a copy on every
+///   node): tokens are looked up by hash alone, and contracts and certifications are
+///   read for an owner together with the platform's (`*`) rows.
+/// - jobs is distributed by owner_id; every other table with an owner_id column is
+///   distributed by it, colocated with jobs (an owner's rows share one shard), each once
+///   the tables its foreign keys reference are.
+pub(super) const DISTRIBUTE_TABLES_SQL: &str = include_str!("sql/distribute_tables.sql");
+
+/// `onceflow migrate --citus --shard-count N`: how many shards the tables distributed
+/// next are split into (this session only; Citus's default when not set).
+pub(super) const SET_SHARD_COUNT_SQL: &str = include_str!("sql/set_shard_count.sql");
+
+/// The tables of the schema that Citus holds neither as distributed nor as reference
+/// tables (sqlx's migration ledger, which only the coordinator reads, aside): after
+/// `onceflow migrate --citus` there are none.
+pub(super) const UNDISTRIBUTED_TABLES_SQL: &str = include_str!("sql/undistributed_tables.sql");

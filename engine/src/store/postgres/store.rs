@@ -25,11 +25,13 @@ use crate::store::*;
 #[async_trait]
 impl Store for PgStore {
     async fn begin(&self) -> StoreResult<Box<dyn StoreTx>> {
+        let citus = self.citus().await?.then(|| self.citus.clone());
         Ok(Box::new(PgTx {
             tx: self.pool.begin_with(BEGIN_TRANSACTION_SQL).await?,
             bell: self.bell.clone(),
             wake: false,
             now: None,
+            citus,
         }))
     }
 
@@ -59,7 +61,12 @@ impl Store for PgStore {
         jobs: &[NewActivityJob],
     ) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
         // One autocommit statement: each job all or nothing, keys taken insert nothing.
-        let answers = insert_activity_jobs_on(&self.pool, jobs).await?;
+        // On Citus, one such statement per job (each reaches its owner's shard).
+        let answers = if self.citus().await? {
+            insert_activity_jobs_one_by_one(&self.pool, jobs).await?
+        } else {
+            insert_activity_jobs_on(&self.pool, jobs).await?
+        };
         if answers.iter().any(Option::is_some) {
             self.bell.ring();
         }
@@ -121,9 +128,11 @@ impl Store for PgStore {
             .fetch_optional(&self.pool)
             .await?;
         let Some(row) = row else { return Ok(None) };
-        Ok(assemble_views(&self.pool, vec![job_row(&row)?])
-            .await?
-            .pop())
+        Ok(
+            assemble_views(&self.pool, vec![job_row(&row)?], self.citus().await?)
+                .await?
+                .pop(),
+        )
     }
 
     async fn job_views(&self, jobs: &[(String, Uuid)]) -> StoreResult<Vec<JobView>> {
@@ -134,14 +143,19 @@ impl Store for PgStore {
             .fetch_all(&self.pool)
             .await?;
         let rows = rows.iter().map(job_row).collect::<StoreResult<Vec<_>>>()?;
-        assemble_views(&self.pool, rows).await
+        assemble_views(&self.pool, rows, self.citus().await?).await
     }
 
     async fn views_of(&self, jobs: Vec<JobRow>) -> StoreResult<Vec<JobView>> {
-        assemble_views(&self.pool, jobs).await
+        assemble_views(&self.pool, jobs, self.citus().await?).await
     }
 
     async fn replay_now(&self, replays: &[NewReplay]) -> StoreResult<Option<Vec<ReplayedJob>>> {
+        if self.citus().await? {
+            // The keys may span owners, and so shards: the domain composes the replays
+            // from a transaction's single-owner statements.
+            return Ok(None);
+        }
         let mut keys: Vec<(&str, &str)> = replays
             .iter()
             .map(|r| (r.owner_id.as_str(), r.idempotency_key.as_str()))
@@ -245,7 +259,7 @@ impl Store for PgStore {
             .fetch_all(&self.pool)
             .await?;
         let jobs = rows.iter().map(job_row).collect::<StoreResult<Vec<_>>>()?;
-        assemble_views(&self.pool, jobs).await
+        assemble_views(&self.pool, jobs, self.citus().await?).await
     }
 
     async fn list_contracts(&self, owners: Option<&[String]>) -> StoreResult<Vec<ContractRecord>> {
@@ -315,7 +329,32 @@ impl Store for PgStore {
         retention: std::time::Duration,
         limit: i64,
     ) -> StoreResult<u64> {
+        // Read before the transaction takes a connection (a pool may have only one).
+        let citus = self.citus().await?;
         let mut tx = self.pool.begin_with(BEGIN_UNTIMED_SQL).await?;
+        if citus {
+            // Owner by owner, each delete on one shard.
+            let owners: Vec<String> = sqlx::query_scalar(CITUS_SCHEDULE_EVENT_OWNERS_SQL)
+                .bind(retention.as_secs_f64())
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut deleted = 0u64;
+            for owner in self.citus.rotate(owners) {
+                let left = limit - i64::try_from(deleted).unwrap_or(i64::MAX);
+                if left <= 0 {
+                    break;
+                }
+                deleted += sqlx::query(CITUS_PRUNE_SCHEDULE_EVENTS_SQL)
+                    .bind(&owner)
+                    .bind(retention.as_secs_f64())
+                    .bind(left)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+            tx.commit().await?;
+            return Ok(deleted);
+        }
         let deleted = sqlx::query(PRUNE_SCHEDULE_EVENTS_SQL)
             .bind(retention.as_secs_f64())
             .bind(limit)
@@ -331,7 +370,12 @@ impl Store for PgStore {
         limit: i64,
         after: Option<Uuid>,
     ) -> StoreResult<PrunedJobs> {
+        // Read before the transaction takes a connection (a pool may have only one).
+        let citus = self.citus().await?;
         let mut tx = self.pool.begin_with(BEGIN_UNTIMED_SQL).await?;
+        if citus {
+            return prune_finished_jobs_by_owner(tx, retention, limit, after).await;
+        }
         let doomed: Vec<(String, Uuid)> = sqlx::query_as(LOCK_PRUNABLE_JOBS_SQL)
             .bind(retention.as_secs_f64())
             .bind(limit)
@@ -377,6 +421,25 @@ impl Store for PgStore {
     }
 
     async fn extend_leases(&self, renewals: &[LeaseRenewal]) -> StoreResult<Vec<bool>> {
+        if self.citus().await? {
+            // One renewal at a time, each on its owner's shard.
+            let mut extended = Vec::with_capacity(renewals.len());
+            for r in renewals {
+                let scope = match &r.owner {
+                    Some(owner) => Scope::Owner(owner.clone()),
+                    None => Scope::AllOwners,
+                };
+                extended.push(match self.locate_attempt(&scope, r.attempt_id).await? {
+                    Some(location) => {
+                        self.extend_lease(&location, r.attempt_id, r.token, r.details.as_ref())
+                            .await?
+                            == LeaseExtension::Extended
+                    }
+                    None => false,
+                });
+            }
+            return Ok(extended);
+        }
         let mut ids = Vec::with_capacity(renewals.len());
         let mut tokens = Vec::with_capacity(renewals.len());
         let mut owners = Vec::with_capacity(renewals.len());
@@ -617,4 +680,55 @@ impl PgStore {
             }
         }
     }
+}
+
+/// Retention on Citus: the prunable jobs read from every shard without locking, then
+/// locked owner by owner (one shard each, without waiting), then deleted owner by owner
+/// in the same transaction, each delete's snapshot taken after every lock is held (as
+/// `DELETE_PRUNED_JOBS_SQL` on one server).
+async fn prune_finished_jobs_by_owner(
+    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    retention: std::time::Duration,
+    limit: i64,
+    after: Option<Uuid>,
+) -> StoreResult<PrunedJobs> {
+    let candidates: Vec<(String, Uuid)> = sqlx::query_as(CITUS_PRUNABLE_JOBS_SQL)
+        .bind(retention.as_secs_f64())
+        .bind(limit)
+        .bind(after)
+        .fetch_all(&mut *tx)
+        .await?;
+    if candidates.is_empty() {
+        return Ok(PrunedJobs::default());
+    }
+    let mut by_owner: std::collections::BTreeMap<&str, Vec<Uuid>> = Default::default();
+    for (owner, id) in &candidates {
+        by_owner.entry(owner.as_str()).or_default().push(*id);
+    }
+    let mut locked = Vec::with_capacity(by_owner.len());
+    for (owner, ids) in by_owner {
+        let held: Vec<Uuid> = sqlx::query_scalar(CITUS_LOCK_JOBS_SQL)
+            .bind(owner)
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?;
+        if !held.is_empty() {
+            locked.push((owner, held));
+        }
+    }
+    let mut deleted = 0i64;
+    for (owner, ids) in locked {
+        let pruned: i64 = sqlx::query_scalar(CITUS_DELETE_PRUNED_JOBS_SQL)
+            .bind(owner)
+            .bind(&ids)
+            .fetch_one(&mut *tx)
+            .await?;
+        deleted += pruned;
+    }
+    tx.commit().await?;
+    Ok(PrunedJobs {
+        deleted: u64::try_from(deleted).unwrap_or(0),
+        chosen: candidates.len() as u64,
+        last: candidates.iter().map(|(_, id)| *id).max(),
+    })
 }

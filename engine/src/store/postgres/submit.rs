@@ -191,3 +191,24 @@ pub(super) async fn insert_activity_jobs_on(
     }
     Ok(answers)
 }
+
+/// [`insert_activity_jobs_on`] on Citus: one [`INSERT_ACTIVITY_JOB_SQL`] per job (each on
+/// its owner's shard), in (owner, key) order as there; a key given twice is inserted once
+/// (the later ones answer `None`: their insert finds the key taken).
+pub(super) async fn insert_activity_jobs_one_by_one(
+    pool: &PgPool,
+    jobs: &[NewActivityJob],
+) -> StoreResult<Vec<Option<(JobRow, AttemptRow)>>> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&x, &y| {
+        (&jobs[x].job.owner_id, &jobs[x].job.idempotency_key)
+            .cmp(&(&jobs[y].job.owner_id, &jobs[y].job.idempotency_key))
+    });
+    let mut answers: Vec<Option<(JobRow, AttemptRow)>> = vec![None; jobs.len()];
+    for k in order {
+        let j = &jobs[k];
+        answers[k] =
+            insert_activity_job_on(pool, &j.job, &j.activity, &j.attempt, &j.events).await?;
+    }
+    Ok(answers)
+}

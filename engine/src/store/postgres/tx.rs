@@ -12,6 +12,7 @@ use super::bell::*;
 use super::decode::*;
 use super::queries::*;
 use super::submit::*;
+use super::Citus;
 use crate::error::StoreError;
 use crate::model::{
     ActivityStatus, AttemptStatus, Certification, Contract, ErrorInfo, JobStatus, Scope,
@@ -25,6 +26,68 @@ pub struct PgTx {
     pub(super) wake: bool,
     /// The transaction's `now()`, once read.
     pub(super) now: Option<chrono::DateTime<chrono::Utc>>,
+    /// On Citus: statements that lock or change rows reach one shard each (see
+    /// [`super::PgStore::citus`]).
+    pub(super) citus: Option<Arc<Citus>>,
+}
+
+impl PgTx {
+    /// The owner and job of an attempt visible in `scope`, read without locking.
+    async fn locate(
+        &mut self,
+        scope: &Scope,
+        attempt_id: Uuid,
+    ) -> StoreResult<Option<(String, Uuid)>> {
+        Ok(sqlx::query_as(LOCATE_ATTEMPT_SQL)
+            .bind(attempt_id)
+            .bind(scope.owner())
+            .fetch_optional(&mut *self.tx)
+            .await?)
+    }
+
+    /// The owners a Citus pass visits: `scope`'s one, or those `discover` reads (every
+    /// shard, no lock), in the store's rotating order.
+    async fn owners_to_visit(
+        &mut self,
+        citus: &Citus,
+        scope: Option<&str>,
+        discover: sqlx::query::QueryScalar<'_, sqlx::Postgres, String, sqlx::postgres::PgArguments>,
+    ) -> StoreResult<Vec<String>> {
+        Ok(match scope {
+            Some(owner) => vec![owner.to_owned()],
+            None => citus.rotate(discover.fetch_all(&mut *self.tx).await?),
+        })
+    }
+
+    /// A Citus pass that locks without waiting: `lock(owner, left)` for each owner that
+    /// `discover` reads, until `limit` rows are held.
+    async fn lock_owner_by_owner<
+        T: Send + Unpin + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    >(
+        &mut self,
+        citus: &Citus,
+        discover: &'static str,
+        lock: &'static str,
+        limit: i64,
+    ) -> StoreResult<Vec<T>> {
+        let owners: Vec<String> = sqlx::query_scalar(discover)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        let mut held = Vec::new();
+        for owner in citus.rotate(owners) {
+            let left = limit - held.len() as i64;
+            if left <= 0 {
+                break;
+            }
+            let rows: Vec<T> = sqlx::query_as(lock)
+                .bind(&owner)
+                .bind(left)
+                .fetch_all(&mut *self.tx)
+                .await?;
+            held.extend(rows);
+        }
+        Ok(held)
+    }
 }
 
 #[async_trait]
@@ -96,6 +159,13 @@ impl StoreTx for PgTx {
         scope: &Scope,
         attempt_id: Uuid,
     ) -> StoreResult<Option<JobRow>> {
+        if self.citus.is_some() {
+            // Found on every shard without locking, then locked on its owner's.
+            let Some((owner, job_id)) = self.locate(scope, attempt_id).await? else {
+                return Ok(None);
+            };
+            return self.lock_job(&owner, job_id).await;
+        }
         let row = sqlx::query(LOCK_JOB_OF_ATTEMPT_SQL)
             .bind(attempt_id)
             .bind(scope.owner())
@@ -110,6 +180,46 @@ impl StoreTx for PgTx {
     ) -> StoreResult<Vec<LockedAttempt>> {
         // Locking discipline: the jobs first, in (owner, id) order, so that batches never
         // wait on each other in a cycle; each attempt is read once its job is held.
+        if self.citus.is_some() {
+            // Found on every shard without locking, then each job locked on its owner's.
+            let mut found: Vec<(String, Uuid, Uuid)> = sqlx::query_as(CITUS_LOCATE_ATTEMPTS_SQL)
+                .bind(attempt_ids)
+                .fetch_all(&mut *self.tx)
+                .await?;
+            found.sort();
+            let mut locked: Vec<LockedAttempt> = Vec::with_capacity(found.len());
+            let mut job: Option<JobRow> = None;
+            for (owner, job_id, id) in found {
+                if job
+                    .as_ref()
+                    .is_none_or(|j| j.owner_id != owner || j.id != job_id)
+                {
+                    job = self.lock_job(&owner, job_id).await?;
+                }
+                let Some(job) = job
+                    .clone()
+                    .filter(|j| j.owner_id == owner && j.id == job_id)
+                else {
+                    continue;
+                };
+                let Some(attempt) = self.attempt(&owner, id).await? else {
+                    continue;
+                };
+                let known = locked
+                    .iter()
+                    .find(|l| l.job.owner_id == owner && l.attempt.activity == attempt.activity);
+                let contract = match known {
+                    Some(l) => l.contract.clone(),
+                    None => self.current_contract(&owner, &attempt.activity).await?,
+                };
+                locked.push(LockedAttempt {
+                    job,
+                    attempt,
+                    contract,
+                });
+            }
+            return Ok(locked);
+        }
         let rows = sqlx::query(LOCK_JOBS_OF_ATTEMPTS_SQL)
             .bind(attempt_ids)
             .fetch_all(&mut *self.tx)
@@ -309,6 +419,14 @@ impl StoreTx for PgTx {
         wins: &[WinningResult],
         from: &[AttemptStatus],
     ) -> StoreResult<Vec<(bool, bool)>> {
+        if self.citus.is_some() {
+            // One result at a time, each on its owner's shard.
+            let mut taken = Vec::with_capacity(wins.len());
+            for w in wins {
+                taken.push(self.commit_activity_job_result(w, from).await?);
+            }
+            return Ok(taken);
+        }
         let owners: Vec<&str> = wins.iter().map(|w| w.owner_id.as_str()).collect();
         let jobs: Vec<Uuid> = wins.iter().map(|w| w.job_id).collect();
         let job_versions: Vec<i64> = wins.iter().map(|w| w.job_version).collect();
@@ -501,6 +619,25 @@ impl StoreTx for PgTx {
         if events.is_empty() {
             return Ok(());
         }
+        if self.citus.is_some() {
+            // One statement per owner (one shard each), events in the order given.
+            let mut owners: Vec<&str> = events.iter().map(|e| e.owner_id.as_str()).collect();
+            owners.sort_unstable();
+            owners.dedup();
+            for owner in owners {
+                let mine = || events.iter().filter(|e| e.owner_id == owner);
+                sqlx::query(CITUS_APPEND_EVENTS_SQL)
+                    .bind(owner)
+                    .bind(mine().map(|e| e.job_id).collect::<Vec<_>>())
+                    .bind(mine().map(|e| e.kind).collect::<Vec<_>>())
+                    .bind(mine().map(|e| e.attempt_id).collect::<Vec<_>>())
+                    .bind(mine().map(|e| e.actor.as_str()).collect::<Vec<_>>())
+                    .bind(mine().map(|e| &e.data).collect::<Vec<_>>())
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
+            return Ok(());
+        }
         let mut owners = Vec::with_capacity(events.len());
         let mut jobs = Vec::with_capacity(events.len());
         let mut kinds = Vec::with_capacity(events.len());
@@ -562,15 +699,48 @@ impl StoreTx for PgTx {
             filter.providers.iter().cloned().unzip();
         // Dispatch: SKIP LOCKED hands each scheduled attempt to one worker only; the job
         // row is locked with it (lock order: job before its attempts).
-        let rows = sqlx::query(CLAIM_ATTEMPTS_SQL)
-            .bind(&filter.task_queue)
-            .bind(filter.scope.owner())
-            .bind(&activities)
-            .bind(&providers)
-            .bind(filter.limit)
-            .bind(&filter.worker_id)
-            .fetch_all(&mut *self.tx)
-            .await?;
+        let rows = if let Some(citus) = self.citus.clone() {
+            // Owner by owner (one shard each), starting one owner further at each claim
+            // of a worker serving every owner: fair between owners.
+            let discover = sqlx::query_scalar(CITUS_DISPATCH_OWNERS_SQL)
+                .bind(&filter.task_queue)
+                .bind(&activities)
+                .bind(&providers);
+            let owners = self
+                .owners_to_visit(&citus, filter.scope.owner(), discover)
+                .await?;
+            let mut rows = Vec::new();
+            for owner in owners {
+                let left = filter.limit - rows.len() as i64;
+                if left <= 0 {
+                    break;
+                }
+                let tokens: Vec<Uuid> = (0..left).map(|_| Uuid::new_v4()).collect();
+                rows.extend(
+                    sqlx::query(CITUS_CLAIM_ATTEMPTS_SQL)
+                        .bind(&filter.task_queue)
+                        .bind(&owner)
+                        .bind(&activities)
+                        .bind(&providers)
+                        .bind(left)
+                        .bind(&filter.worker_id)
+                        .bind(&tokens)
+                        .fetch_all(&mut *self.tx)
+                        .await?,
+                );
+            }
+            rows
+        } else {
+            sqlx::query(CLAIM_ATTEMPTS_SQL)
+                .bind(&filter.task_queue)
+                .bind(filter.scope.owner())
+                .bind(&activities)
+                .bind(&providers)
+                .bind(filter.limit)
+                .bind(&filter.worker_id)
+                .fetch_all(&mut *self.tx)
+                .await?
+        };
         rows.iter()
             .map(|r| {
                 let options: Value = r.try_get("activity_options")?;
@@ -591,6 +761,37 @@ impl StoreTx for PgTx {
     ) -> StoreResult<Vec<JobRow>> {
         // Dispatch: SKIP LOCKED hands each workflow task to one worker; a task whose
         // lease expired is simply handed out again (workflow code has no side effects).
+        if let Some(citus) = self.citus.clone() {
+            // Owner by owner (one shard each), as claim_attempts.
+            let discover = sqlx::query_scalar(CITUS_WORKFLOW_OWNERS_SQL)
+                .bind(&filter.task_queue)
+                .bind(&filter.workflows);
+            let owners = self
+                .owners_to_visit(&citus, filter.scope.owner(), discover)
+                .await?;
+            let mut jobs = Vec::new();
+            for owner in owners {
+                let left = filter.limit - jobs.len() as i64;
+                if left <= 0 {
+                    break;
+                }
+                let tokens: Vec<Uuid> = (0..left).map(|_| Uuid::new_v4()).collect();
+                let rows = sqlx::query(CITUS_CLAIM_WORKFLOW_TASKS_SQL)
+                    .bind(&filter.task_queue)
+                    .bind(&filter.workflows)
+                    .bind(&owner)
+                    .bind(left)
+                    .bind(&filter.worker_id)
+                    .bind(filter.lease_ms as f64 / 1000.0)
+                    .bind(&tokens)
+                    .fetch_all(&mut *self.tx)
+                    .await?;
+                for row in &rows {
+                    jobs.push(job_row(row)?);
+                }
+            }
+            return Ok(jobs);
+        }
         let rows = sqlx::query(CLAIM_WORKFLOW_TASKS_SQL)
             .bind(&filter.task_queue)
             .bind(&filter.workflows)
@@ -683,6 +884,16 @@ impl StoreTx for PgTx {
 
     async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>> {
         // Timer loop: each due timer is taken by one engine only (SKIP LOCKED).
+        if let Some(citus) = self.citus.clone() {
+            return self
+                .lock_owner_by_owner(
+                    &citus,
+                    CITUS_DUE_TIMER_OWNERS_SQL,
+                    CITUS_LOCK_DUE_TIMERS_SQL,
+                    limit,
+                )
+                .await;
+        }
         let rows = sqlx::query(LOCK_DUE_TIMERS_SQL)
             .bind(limit)
             .fetch_all(&mut *self.tx)
@@ -710,6 +921,16 @@ impl StoreTx for PgTx {
 
     async fn lock_expired_leases(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
         // Reaper: each expired lease is taken by one reaper only (SKIP LOCKED).
+        if let Some(citus) = self.citus.clone() {
+            return self
+                .lock_owner_by_owner(
+                    &citus,
+                    CITUS_EXPIRED_LEASE_OWNERS_SQL,
+                    CITUS_LOCK_EXPIRED_LEASES_SQL,
+                    limit,
+                )
+                .await;
+        }
         let rows = sqlx::query(LOCK_EXPIRED_LEASES_SQL)
             .bind(limit)
             .fetch_all(&mut *self.tx)
@@ -721,6 +942,16 @@ impl StoreTx for PgTx {
 
     async fn lock_overdue_scheduled(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
         // Reaper: each overdue scheduled attempt is taken by one reaper only (SKIP LOCKED).
+        if let Some(citus) = self.citus.clone() {
+            return self
+                .lock_owner_by_owner(
+                    &citus,
+                    CITUS_OVERDUE_SCHEDULED_OWNERS_SQL,
+                    CITUS_LOCK_OVERDUE_SCHEDULED_SQL,
+                    limit,
+                )
+                .await;
+        }
         let rows = sqlx::query(LOCK_OVERDUE_SCHEDULED_SQL)
             .bind(limit)
             .fetch_all(&mut *self.tx)
@@ -792,6 +1023,27 @@ impl StoreTx for PgTx {
     }
 
     async fn lock_due_schedules(&mut self, limit: i64) -> StoreResult<Vec<ScheduleRow>> {
+        if let Some(citus) = self.citus.clone() {
+            let owners: Vec<String> = sqlx::query_scalar(CITUS_DUE_SCHEDULE_OWNERS_SQL)
+                .fetch_all(&mut *self.tx)
+                .await?;
+            let mut due = Vec::new();
+            for owner in citus.rotate(owners) {
+                let left = limit - due.len() as i64;
+                if left <= 0 {
+                    break;
+                }
+                let rows = sqlx::query(CITUS_LOCK_DUE_SCHEDULES_SQL)
+                    .bind(&owner)
+                    .bind(left)
+                    .fetch_all(&mut *self.tx)
+                    .await?;
+                for row in &rows {
+                    due.push(schedule_row(row)?);
+                }
+            }
+            return Ok(due);
+        }
         let rows = sqlx::query(LOCK_DUE_SCHEDULES_SQL)
             .bind(limit)
             .fetch_all(&mut *self.tx)
@@ -813,6 +1065,23 @@ impl StoreTx for PgTx {
     async fn append_schedule_events(&mut self, events: &[NewScheduleEvent]) -> StoreResult<()> {
         if events.is_empty() {
             return Ok(());
+        }
+        if self.citus.is_some() {
+            let mut owners: Vec<&str> = events.iter().map(|e| e.owner_id.as_str()).collect();
+            owners.sort_unstable();
+            owners.dedup();
+            if owners.len() > 1 {
+                // One statement per owner (one shard each), events in the order given.
+                for owner in owners {
+                    let mine: Vec<NewScheduleEvent> = events
+                        .iter()
+                        .filter(|e| e.owner_id == owner)
+                        .cloned()
+                        .collect();
+                    self.append_schedule_events(&mine).await?;
+                }
+                return Ok(());
+            }
         }
         let mut owners = Vec::with_capacity(events.len());
         let mut names = Vec::with_capacity(events.len());

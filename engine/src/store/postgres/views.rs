@@ -8,14 +8,27 @@ use super::queries::*;
 use crate::model::JobView;
 use crate::store::*;
 
-/// Assembles job views from rows fetched in three queries.
-pub(super) async fn assemble_views(pool: &PgPool, jobs: Vec<JobRow>) -> StoreResult<Vec<JobView>> {
+/// Assembles job views from rows fetched in three queries (on Citus, `citus`, with the
+/// statements that read every shard instead of one index probe per key).
+pub(super) async fn assemble_views(
+    pool: &PgPool,
+    jobs: Vec<JobRow>,
+    citus: bool,
+) -> StoreResult<Vec<JobView>> {
     if jobs.is_empty() {
         return Ok(Vec::new());
     }
     let owners: Vec<String> = jobs.iter().map(|j| j.owner_id.clone()).collect();
     let ids: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
-    let activity_rows = sqlx::query(ACTIVITIES_OF_JOBS_SQL)
+    let (activities_of_jobs, attempts_of_activities) = if citus {
+        (
+            CITUS_ACTIVITIES_OF_JOBS_SQL,
+            CITUS_ATTEMPTS_OF_ACTIVITIES_SQL,
+        )
+    } else {
+        (ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL)
+    };
+    let activity_rows = sqlx::query(activities_of_jobs)
         .bind(&owners)
         .bind(&ids)
         .fetch_all(pool)
@@ -27,7 +40,7 @@ pub(super) async fn assemble_views(pool: &PgPool, jobs: Vec<JobRow>) -> StoreRes
     // By activity, on the (owner, activity, number) key: no index leads with the job.
     let activity_owners: Vec<&str> = activities.iter().map(|a| a.owner_id.as_str()).collect();
     let activity_ids: Vec<Uuid> = activities.iter().map(|a| a.id).collect();
-    let attempt_rows = sqlx::query(ATTEMPTS_OF_ACTIVITIES_SQL)
+    let attempt_rows = sqlx::query(attempts_of_activities)
         .bind(&activity_owners)
         .bind(&activity_ids)
         .fetch_all(pool)

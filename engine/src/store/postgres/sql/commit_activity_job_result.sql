@@ -13,7 +13,8 @@ WITH act AS (
 ), att AS (
     UPDATE attempts
     SET status = 'succeeded', completion_outcome = 'won',
-        finished_at = COALESCE(finished_at, now()), lease_expires_at = NULL
+        -- The first finish time is kept (LEAST skips NULL; Citus refuses now() in COALESCE).
+        finished_at = LEAST(finished_at, now()), lease_expires_at = NULL
     WHERE owner_id = $1 AND id = $4 AND status = ANY($6) AND EXISTS (SELECT 1 FROM act)
     RETURNING id
 ), jb AS (
