@@ -70,6 +70,11 @@ pub enum JournalEntry {
         error: Option<ErrorInfo>,
         /// When it reached its final status.
         finished_at: Option<DateTime<Utc>>,
+        /// Its outcome's place in the order the job's outcomes arrived (1, 2, …; strictly
+        /// increasing, shared with timers); replay delivers outcomes in this order. `None`
+        /// while it has none, or when it arrived before arrivals were numbered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arrival: Option<i64>,
     },
     /// A durable timer the workflow started.
     Timer {
@@ -79,6 +84,9 @@ pub enum JournalEntry {
         fire_at: DateTime<Utc>,
         /// When it fired; `None` while it has not.
         fired_at: Option<DateTime<Utc>>,
+        /// Its firing's place in the order the job's outcomes arrived (see the activity's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arrival: Option<i64>,
     },
 }
 
@@ -87,6 +95,16 @@ impl JournalEntry {
     pub fn seq(&self) -> i32 {
         match self {
             JournalEntry::Activity { seq, .. } | JournalEntry::Timer { seq, .. } => *seq,
+        }
+    }
+
+    /// The entry's place in the job's arrival order, if its outcome arrived and was
+    /// numbered.
+    pub fn arrival(&self) -> Option<i64> {
+        match self {
+            JournalEntry::Activity { arrival, .. } | JournalEntry::Timer { arrival, .. } => {
+                *arrival
+            }
         }
     }
 }

@@ -1,9 +1,11 @@
 //! Workflows as Rust code: an `async fn(WorkflowContext, In) -> Result<Out, WorkflowError>`
 //! replayed against the job's journal. Each call to [`WorkflowContext::activity`] or
 //! [`WorkflowContext::sleep`] takes the next position; a position already in the journal
-//! returns its recorded outcome at once, the first one that is not becomes a command and
-//! the replay stops there. Replaying is side-effect free, so it can run any number of
-//! times, on any worker.
+//! returns its recorded outcome, the first one that is not becomes a command and the
+//! replay stops there. Recorded outcomes are delivered in the order they arrived (the
+//! journal's `arrival`), one at a time, so a race (`select!`) takes the branch of the
+//! outcome that arrived first on every replay. Replaying is side-effect free, so it can
+//! run any number of times, on any worker.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -12,7 +14,7 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -89,6 +91,11 @@ struct Replay {
     next_seq: i32,
     commands: Vec<WorkflowCommand>,
     nondeterminism: Option<String>,
+    /// Outcomes that arrived up to this place in the arrival order are delivered;
+    /// later ones still look pending.
+    delivered_up_to: i64,
+    /// Futures waiting on an outcome that is recorded but not delivered yet.
+    undelivered: Vec<Waker>,
     now: DateTime<Utc>,
     job_id: uuid::Uuid,
     idempotency_key: String,
@@ -171,6 +178,18 @@ impl WorkflowContext {
         ));
     }
 
+    /// Whether the outcome of `entry` is delivered at this step of the replay; if not,
+    /// `cx` is woken when the replay moves on. Outcomes without an arrival number
+    /// (recorded before arrivals were numbered) are delivered from the start.
+    fn delivered(&self, entry: &JournalEntry, cx: &Context<'_>) -> bool {
+        let mut replay = self.replay.borrow_mut();
+        if entry.arrival().unwrap_or(0) <= replay.delivered_up_to {
+            return true;
+        }
+        replay.undelivered.push(cx.waker().clone());
+        false
+    }
+
     fn emit(&self, command: WorkflowCommand) {
         self.replay.borrow_mut().commands.push(command);
     }
@@ -247,7 +266,7 @@ pub struct ActivityFuture<O> {
 impl<O: DeserializeOwned> Future for ActivityFuture<O> {
     type Output = Result<O, ActivityFailed>;
 
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let call = &this.call;
         let ctx = &call.ctx;
@@ -262,6 +281,20 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
             }
         };
         let recorded = ctx.replay.borrow().journal.get(&call.seq).cloned();
+        if let Some(entry) = &recorded {
+            if !ctx.delivered(entry, cx) {
+                // Its outcome arrived after one not yet delivered: pending for now. Still
+                // check it is the same call.
+                if let JournalEntry::Activity {
+                    name, input: was, ..
+                } = entry
+                {
+                    if *name == call.name && *was == input {
+                        return Poll::Pending;
+                    }
+                }
+            }
+        }
         match recorded {
             Some(JournalEntry::Activity {
                 name,
@@ -284,6 +317,7 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                             result: None,
                             error: None,
                             finished_at: None,
+                            arrival: None,
                         },
                     );
                     return Poll::Pending;
@@ -343,10 +377,15 @@ pub struct Sleep {
 impl Future for Sleep {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let recorded = this.ctx.replay.borrow().journal.get(&this.seq).cloned();
         match recorded {
+            Some(
+                ref entry @ JournalEntry::Timer {
+                    fired_at: Some(_), ..
+                },
+            ) if !this.ctx.delivered(entry, cx) => Poll::Pending,
             Some(JournalEntry::Timer {
                 fired_at: Some(at), ..
             }) => {
@@ -417,6 +456,8 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         next_seq: 0,
         commands: Vec::new(),
         nondeterminism: None,
+        delivered_up_to: 0,
+        undelivered: Vec::new(),
         now: task.created_at,
         job_id: task.job_id,
         idempotency_key: task.idempotency_key.clone(),
@@ -424,13 +465,34 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
     let ctx = WorkflowContext {
         replay: state.clone(),
     };
+    // The places in the arrival order of the recorded outcomes, in order.
+    let mut arrivals: Vec<i64> = task
+        .journal
+        .iter()
+        .filter_map(JournalEntry::arrival)
+        .collect();
+    arrivals.sort_unstable();
+    arrivals.dedup();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut running = workflow(ctx, task.input.clone());
-        // Every step resolves from the journal or not at all: one poll runs the workflow
-        // as far as its history allows.
-        running
-            .as_mut()
-            .poll(&mut Context::from_waker(std::task::Waker::noop()))
+        let mut cx = Context::from_waker(Waker::noop());
+        // Every step resolves from the journal or not at all: a poll runs the workflow as
+        // far as the outcomes delivered so far allow. Then the next outcome to have
+        // arrived is delivered, and the futures waiting on one are woken and polled.
+        let mut polled = running.as_mut().poll(&mut cx);
+        for arrival in arrivals {
+            if polled.is_ready() || state.borrow().nondeterminism.is_some() {
+                break;
+            }
+            let waiting = {
+                let mut replay = state.borrow_mut();
+                replay.delivered_up_to = arrival;
+                std::mem::take(&mut replay.undelivered)
+            };
+            waiting.into_iter().for_each(Waker::wake);
+            polled = running.as_mut().poll(&mut cx);
+        }
+        polled
     }));
     let replay = state.borrow();
     if let Some(message) = &replay.nondeterminism {

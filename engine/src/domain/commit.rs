@@ -12,7 +12,7 @@ use crate::error::EngineError;
 use crate::model::{
     event, ActivityTask, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, Scope,
 };
-use crate::store::{ActivityResultCommit, AttemptEnding, LiveAttemptsCancellation};
+use crate::store::{ActivityResultCommit, Arrival, AttemptEnding, LiveAttemptsCancellation};
 use crate::store::{AttemptRow, ClaimFilter, JobRow, LockedAttempt, StoreTx, WinningResult};
 
 /// A worker's report of how an attempt ended.
@@ -576,7 +576,8 @@ impl Engine {
             })
             .await?;
             // The slot is taken: the workflow can go on.
-            tx.mark_workflow_ready(owner, job.id).await?;
+            tx.mark_workflow_ready(owner, job.id, Arrival::Activity(attempt.activity_id))
+                .await?;
         }
         self.settle_cas(tx, events, job, attempt, won, false).await
     }

@@ -9,8 +9,8 @@ use uuid::Uuid;
 use super::{actor, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, AttemptStatus, ErrorInfo, Failover, JobKind, JobStatus};
-use crate::store::JobClosing;
 use crate::store::{ActivityRow, AttemptRow, JobRow, NewAttempt, StoreTx};
+use crate::store::{Arrival, JobClosing};
 
 /// Why a provider may not take over an activity, or `Ok` when it may.
 pub(crate) type Certified = Result<(), String>;
@@ -201,7 +201,8 @@ impl Engine {
         }
         if job.kind == JobKind::Workflow {
             // The activity failed for good: the workflow sees the error and decides.
-            tx.mark_workflow_ready(owner, job.id).await?;
+            tx.mark_workflow_ready(owner, job.id, Arrival::Activity(activity.id))
+                .await?;
         }
         tracing::warn!(job_id = %job.id, owner, activity = %activity.name, "providers exhausted");
         Ok(())

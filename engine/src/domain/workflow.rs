@@ -2,6 +2,8 @@
 //! commands it answers with (applied in one transaction under the workflow-task CAS), and
 //! durable timers. Workflow code runs in workers, never here.
 
+use std::collections::HashMap;
+
 use serde_json::json;
 use uuid::Uuid;
 
@@ -10,7 +12,7 @@ use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ErrorInfo, JobKind, Scope};
 use crate::request::{canonical_json, JobRequest, JobTarget};
-use crate::store::{JobClosing, JobResultCommit};
+use crate::store::{Arrival, JobClosing, JobResultCommit};
 use crate::store::{JobRow, NewActivity, NewAttempt, StoreTx, WorkflowClaimFilter};
 use crate::ClaimRequest;
 use onceflow_protocol::workflow::{
@@ -393,7 +395,8 @@ impl Engine {
                 continue;
             }
             fired += 1;
-            tx.mark_workflow_ready(owner, *job_id).await?;
+            tx.mark_workflow_ready(owner, *job_id, Arrival::Timer(*seq))
+                .await?;
             let mut events = Events::for_job(owner, *job_id);
             events.push(
                 event::TIMER_FIRED,
@@ -429,6 +432,11 @@ pub(crate) async fn journal(
     tx: &mut dyn StoreTx,
     job: &JobRow,
 ) -> Result<Vec<JournalEntry>, EngineError> {
+    let arrivals: HashMap<i32, i64> = tx
+        .activity_arrivals_of_job(&job.owner_id, job.id)
+        .await?
+        .into_iter()
+        .collect();
     let mut entries: Vec<JournalEntry> = tx
         .activities_of_job(&job.owner_id, job.id)
         .await?
@@ -449,6 +457,7 @@ pub(crate) async fn journal(
                 None
             },
             finished_at: a.finished_at,
+            arrival: arrivals.get(&a.seq).copied(),
         })
         .collect();
     entries.extend(
@@ -459,6 +468,7 @@ pub(crate) async fn journal(
                 seq: t.seq,
                 fire_at: t.fire_at,
                 fired_at: t.fired_at,
+                arrival: t.arrival,
             }),
     );
     entries.sort_by_key(JournalEntry::seq);

@@ -594,8 +594,23 @@ pub trait StoreTx: Send {
         read_version: i64,
     ) -> StoreResult<bool>;
 
-    /// Marks a workflow job ready for its next task and wakes pollers.
-    async fn mark_workflow_ready(&mut self, owner: &str, job_id: Uuid) -> StoreResult<()>;
+    /// Marks a workflow job ready for its next task and wakes pollers; an open job also
+    /// gives `arrived` the next number in its arrival order (once: an outcome that has a
+    /// number keeps it), which replay delivers outcomes by.
+    async fn mark_workflow_ready(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        arrived: Arrival,
+    ) -> StoreResult<()>;
+
+    /// The arrival numbers of a job's activities whose outcome arrived: `(seq, arrival)`
+    /// by position.
+    async fn activity_arrivals_of_job(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+    ) -> StoreResult<Vec<(i32, i64)>>;
 
     /// Parks a workflow job with a visible error: no more workflow tasks.
     async fn park_workflow(

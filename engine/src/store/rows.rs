@@ -212,6 +212,18 @@ pub struct TimerRow {
     pub fire_at: DateTime<Utc>,
     /// When it fired.
     pub fired_at: Option<DateTime<Utc>>,
+    /// Its firing's number in the job's arrival order; `None` until it fired (and for
+    /// timers fired before arrivals were numbered).
+    pub arrival: Option<i64>,
+}
+
+/// The outcome that woke a workflow job, numbered in the job's arrival order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// The activity with this id reached a final status.
+    Activity(Uuid),
+    /// The timer at this position fired.
+    Timer(i32),
 }
 
 /// A stored API token: only its hash, never the token.

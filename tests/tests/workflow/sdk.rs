@@ -1,5 +1,6 @@
 //! Workflows written with the SDK, run by real workers against a real engine.
 
+use std::future::IntoFuture;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -293,6 +294,14 @@ rules! {
         assert_eq!(failed.error.as_ref().map(|e| e.code.as_str()), Some("quota_exceeded"));
         worker.shutdown_token().cancel();
     }
+
+    async fn a_race_between_an_activity_and_a_timer_takes_the_same_branch_on_every_replay(db) {
+        race_where_the_listed_first_arrives_second(db, "timer").await;
+    }
+
+    async fn a_race_between_two_activities_takes_the_same_branch_on_every_replay(db) {
+        race_where_the_listed_first_arrives_second(db, "activities").await;
+    }
 }
 
 /// The worker process that `a_worker_killed_between_steps_is_replaced_without_rerunning_completed_activities`
@@ -320,4 +329,130 @@ async fn child_pipeline_worker() {
         .build()
         .unwrap();
     worker.run().await.unwrap();
+}
+
+/// Races `fetch` (listed first, `biased`) against a timer or against `store`, then asks
+/// for `generate` with the winner's name: a replay that took the other branch would ask
+/// for a different input at position 2 and park the job as nondeterministic.
+async fn racer(ctx: WorkflowContext, input: serde_json::Value) -> Result<String, WorkflowError> {
+    let slow = ctx
+        .activity::<Text>("fetch", json!({"text": "slow"}))
+        .into_future();
+    let won = if input["against"] == "timer" {
+        let timer = ctx.sleep(Duration::from_millis(100));
+        tokio::select! {
+            biased;
+            _ = slow => "fetch",
+            _ = timer => "timer",
+        }
+    } else {
+        let quick = ctx
+            .activity::<Text>("store", json!({"text": "quick"}))
+            .into_future();
+        tokio::select! {
+            biased;
+            _ = slow => "fetch",
+            _ = quick => "store",
+        }
+    };
+    let next: Text = ctx
+        .activity("generate", json!({ "text": won }))
+        .providers(["primary-llm"])
+        .await?;
+    Ok(next.text)
+}
+
+/// Runs `racer` where the outcome listed first (`fetch`) arrives second: `fetch` finishes
+/// only after the other branch won and the workflow moved on, and `generate` only after
+/// a replay has seen both outcomes; the job must finish on the branch that won first.
+async fn race_where_the_listed_first_arrives_second(db: &onceflow_tests::TestDb, against: &str) {
+    let server = TestServer::start(db).await;
+    let slow_gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let next_gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let (sg, ng) = (slow_gate.clone(), next_gate.clone());
+    let worker = spawn_worker(
+        Worker::builder(&server.api.url, &server.tokens.worker)
+            .workflow("racer", racer)
+            .provider("fetch", "fetch", move |_ctx: ActivityContext, t: Text| {
+                let gate = sg.clone();
+                async move {
+                    let _ = gate.acquire().await;
+                    Ok::<_, ActivityError>(t)
+                }
+            })
+            .provider(
+                "store",
+                "store",
+                |_ctx: ActivityContext, t: Text| async move { Ok::<_, ActivityError>(t) },
+            )
+            .provider(
+                "generate",
+                "primary-llm",
+                move |_ctx: ActivityContext, t: Text| {
+                    let gate = ng.clone();
+                    async move {
+                        let _ = gate.acquire().await;
+                        Ok::<_, ActivityError>(Text {
+                            text: format!("after {}", t.text),
+                        })
+                    }
+                },
+            )
+            .build()
+            .unwrap(),
+    );
+    let client = Client::new(&server.api.url, &server.tokens.client).unwrap();
+    let id = client
+        .submit("k", &workflow_job("racer", json!({ "against": against })))
+        .await
+        .unwrap()
+        .job
+        .id;
+    let before_fetch = 2 + i32::from(against != "timer");
+    wait_for(
+        "the other branch to win and the workflow to move on",
+        Duration::from_secs(30),
+        || async {
+            client
+                .job(id)
+                .await
+                .unwrap()
+                .activities
+                .iter()
+                .any(|a| a.name == "generate")
+        },
+    )
+    .await;
+    let tasks = |events: &[onceflow_worker::model::JobEvent]| {
+        events
+            .iter()
+            .filter(|e| e.kind == "workflow_task_completed" || e.kind == "workflow_task_failed")
+            .count()
+    };
+    let seen = tasks(&client.events(id).await.unwrap());
+    // Now the first-listed outcome arrives, second.
+    slow_gate.add_permits(1);
+    wait_for(
+        "a replay with both outcomes in the journal",
+        Duration::from_secs(30),
+        || async { tasks(&client.events(id).await.unwrap()) > seen },
+    )
+    .await;
+    let job = client.job(id).await.unwrap();
+    assert_eq!(
+        job.activities.len() as i32,
+        before_fetch,
+        "{:?}",
+        job.activities
+    );
+    assert_eq!(
+        job.error, None,
+        "the replay took the branch of the outcome that arrived first"
+    );
+    next_gate.add_permits(1);
+    let job = client.wait(id, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(job.status, JobStatus::Succeeded, "{:?}", job.error);
+    let first = if against == "timer" { "timer" } else { "store" };
+    assert_eq!(job.result, Some(json!(format!("after {first}"))));
+    worker.shutdown_token().cancel();
 }

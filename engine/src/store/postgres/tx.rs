@@ -821,16 +821,53 @@ impl StoreTx for PgTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn mark_workflow_ready(&mut self, owner: &str, job_id: Uuid) -> StoreResult<()> {
-        let queue: Option<String> = sqlx::query_scalar(MARK_WORKFLOW_READY_SQL)
+    async fn mark_workflow_ready(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        arrived: Arrival,
+    ) -> StoreResult<()> {
+        let woken: Option<(String, i64)> = sqlx::query_as(MARK_WORKFLOW_READY_SQL)
             .bind(owner)
             .bind(job_id)
             .fetch_optional(&mut *self.tx)
             .await?;
-        if let Some(queue) = queue {
-            self.notify_work(&queue).await?;
+        let Some((queue, number)) = woken else {
+            return Ok(());
+        };
+        match arrived {
+            Arrival::Activity(activity_id) => {
+                sqlx::query(RECORD_ACTIVITY_ARRIVAL_SQL)
+                    .bind(owner)
+                    .bind(activity_id)
+                    .bind(number)
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
+            Arrival::Timer(seq) => {
+                sqlx::query(RECORD_TIMER_ARRIVAL_SQL)
+                    .bind(owner)
+                    .bind(job_id)
+                    .bind(seq)
+                    .bind(number)
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
         }
+        self.notify_work(&queue).await?;
         Ok(())
+    }
+
+    async fn activity_arrivals_of_job(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+    ) -> StoreResult<Vec<(i32, i64)>> {
+        Ok(sqlx::query_as(ACTIVITY_ARRIVALS_OF_JOB_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .fetch_all(&mut *self.tx)
+            .await?)
     }
 
     async fn park_workflow(
@@ -877,6 +914,7 @@ impl StoreTx for PgTx {
                     seq: r.try_get("seq")?,
                     fire_at: r.try_get("fire_at")?,
                     fired_at: r.try_get("fired_at")?,
+                    arrival: r.try_get("arrival")?,
                 })
             })
             .collect()

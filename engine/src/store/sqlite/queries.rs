@@ -197,6 +197,17 @@ pub(super) const PARK_WORKFLOW_SQL: &str = include_str!("sql/park_workflow.sql")
 /// Starts a timer at a position unless one is there; `false` when it was.
 pub(super) const INSERT_TIMER_SQL: &str = include_str!("sql/insert_timer.sql");
 
+/// Records when (in the job's arrival order) an activity's outcome arrived.
+pub(super) const RECORD_ACTIVITY_ARRIVAL_SQL: &str =
+    include_str!("sql/record_activity_arrival.sql");
+
+/// Records when (in the job's arrival order) a timer fired.
+pub(super) const RECORD_TIMER_ARRIVAL_SQL: &str = include_str!("sql/record_timer_arrival.sql");
+
+/// The arrival numbers of a job's activities whose outcome has arrived, by position.
+pub(super) const ACTIVITY_ARRIVALS_OF_JOB_SQL: &str =
+    include_str!("sql/activity_arrivals_of_job.sql");
+
 /// A job's timers by position.
 pub(super) const TIMERS_OF_JOB_SQL: &str = include_str!("sql/timers_of_job.sql");
 

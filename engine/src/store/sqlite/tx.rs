@@ -599,17 +599,54 @@ impl StoreTx for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn mark_workflow_ready(&mut self, owner: &str, job_id: Uuid) -> StoreResult<()> {
-        let done = sqlx::query(MARK_WORKFLOW_READY_SQL)
+    async fn mark_workflow_ready(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        arrived: Arrival,
+    ) -> StoreResult<()> {
+        let number: Option<i64> = sqlx::query_scalar(MARK_WORKFLOW_READY_SQL)
             .bind(self.now)
             .bind(owner)
             .bind(job_id.to_string())
-            .execute(&mut *self.tx)
+            .fetch_optional(&mut *self.tx)
             .await?;
-        if done.rows_affected() > 0 {
-            self.wake = true;
+        let Some(number) = number else {
+            return Ok(());
+        };
+        self.wake = true;
+        match arrived {
+            Arrival::Activity(activity_id) => {
+                sqlx::query(RECORD_ACTIVITY_ARRIVAL_SQL)
+                    .bind(number)
+                    .bind(owner)
+                    .bind(activity_id.to_string())
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
+            Arrival::Timer(seq) => {
+                sqlx::query(RECORD_TIMER_ARRIVAL_SQL)
+                    .bind(number)
+                    .bind(owner)
+                    .bind(job_id.to_string())
+                    .bind(seq)
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
         }
         Ok(())
+    }
+
+    async fn activity_arrivals_of_job(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+    ) -> StoreResult<Vec<(i32, i64)>> {
+        Ok(sqlx::query_as(ACTIVITY_ARRIVALS_OF_JOB_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .fetch_all(&mut *self.tx)
+            .await?)
     }
 
     async fn park_workflow(
@@ -658,6 +695,7 @@ impl StoreTx for SqliteTx {
                     seq: r.try_get("seq")?,
                     fire_at: req_ts(r, "fire_at")?,
                     fired_at: opt_ts(r, "fired_at")?,
+                    arrival: r.try_get("arrival")?,
                 })
             })
             .collect()
