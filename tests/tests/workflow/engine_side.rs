@@ -98,6 +98,32 @@ rules! {
         let _ = ErrorInfo::new("x", "y");
     }
 
+    async fn the_journal_numbers_outcomes_in_the_order_they_arrived(db) {
+        let engine = db.engine();
+        let job = engine.submit(ALICE, "k", &JobRequest::workflow("pipeline", json!({}))).await.unwrap().job;
+        let t1 = workflow_task(&engine, "w").await.unwrap();
+        engine.complete_workflow_task(&Scope::AllOwners, job.id, &CompleteWorkflowTaskRequest {
+            lease_token: t1.lease_token, read_version: t1.read_version,
+            commands: vec![schedule(0, "fetch"), WorkflowCommand::StartTimer { seq: 1, duration_ms: 200 }, schedule(2, "store")] }).await.unwrap();
+        let attempt_of = |seq: i32| {
+            let engine = &engine;
+            async move {
+                let view = engine.job(&Scope::AllOwners, job.id).await.unwrap();
+                view.activities.iter().find(|a| a.seq == seq).unwrap().attempts[0].id
+            }
+        };
+        // Outcomes arrive out of position order, with no workflow task in between: store
+        // (position 2) ends for good, then the timer (1) fires, then fetch (0) ends.
+        engine.cancel_attempt("ops", attempt_of(2).await, "store ends first").await.unwrap();
+        let due = chrono::Utc::now() + chrono::Duration::milliseconds(300);
+        wait_for("the timer to be due", Duration::from_secs(10), || async { chrono::Utc::now() > due }).await;
+        assert_eq!(engine.reap().await.unwrap().timers_fired, 1);
+        engine.cancel_attempt("ops", attempt_of(0).await, "fetch ends last").await.unwrap();
+        let t2 = workflow_task(&engine, "w").await.expect("the outcomes wake the workflow");
+        let arrivals: Vec<(i32, Option<i64>)> = t2.journal.iter().map(|e| (e.seq(), e.arrival())).collect();
+        assert_eq!(arrivals, vec![(0, Some(3)), (1, Some(2)), (2, Some(1))], "{:?}", t2.journal);
+    }
+
     async fn concurrent_timer_loops_fire_each_timer_once(db) {
         let (engines, _turn) = db.separate_engines(4).await;
         let engine = &engines[0];

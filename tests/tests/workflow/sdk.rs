@@ -302,6 +302,52 @@ rules! {
     async fn a_race_between_two_activities_takes_the_same_branch_on_every_replay(db) {
         race_where_the_listed_first_arrives_second(db, "activities").await;
     }
+
+    async fn outcomes_that_arrived_before_one_replay_are_delivered_in_the_order_they_arrived(db) {
+        let server = TestServer::start(db).await;
+        // First only the workflow runs: it schedules fetch and store, then stops.
+        let planner = Arc::new(Worker::builder(&server.api.url, &server.tokens.worker).workflow("racer", racer).build().unwrap());
+        let p = planner.clone();
+        let planning = tokio::spawn(async move { p.run().await });
+        let client = Client::new(&server.api.url, &server.tokens.client).unwrap();
+        let id = client.submit("k", &workflow_job("racer", json!({ "against": "store" }))).await.unwrap().job.id;
+        wait_for("fetch and store to be scheduled", Duration::from_secs(30), || async { client.job(id).await.unwrap().activities.len() == 2 }).await;
+        planner.shutdown_token().cancel();
+        let _ = planning.await;
+        // Then both outcomes arrive with no workflow running: store first, fetch second.
+        let fetch_gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let fg = fetch_gate.clone();
+        let runner = spawn_worker(
+            Worker::builder(&server.api.url, &server.tokens.worker)
+                .provider("fetch", "fetch", move |_ctx: ActivityContext, t: Text| {
+                    let gate = fg.clone();
+                    async move {
+                        let _ = gate.acquire().await;
+                        Ok::<_, ActivityError>(t)
+                    }
+                })
+                .provider("store", "store", |_ctx: ActivityContext, t: Text| async move { Ok::<_, ActivityError>(t) })
+                .provider("generate", "primary-llm", |_ctx: ActivityContext, t: Text| async move {
+                    Ok::<_, ActivityError>(Text { text: format!("after {}", t.text) })
+                })
+                .build()
+                .unwrap(),
+        );
+        let finished = |name: &'static str| {
+            let client = &client;
+            async move { client.job(id).await.unwrap().activities.iter().any(|a| a.name == name && a.status.as_str() == "succeeded") }
+        };
+        wait_for("store to succeed", Duration::from_secs(30), || finished("store")).await;
+        fetch_gate.add_permits(1);
+        wait_for("fetch to succeed", Duration::from_secs(30), || finished("fetch")).await;
+        // One replay now sees both outcomes; fetch is listed first (`biased`), store arrived first.
+        let replayer = spawn_worker(Worker::builder(&server.api.url, &server.tokens.worker).workflow("racer", racer).build().unwrap());
+        let job = client.wait(id, Duration::from_secs(30)).await.unwrap();
+        assert_eq!(job.status, JobStatus::Succeeded, "{:?}", job.error);
+        assert_eq!(job.result, Some(json!("after store")));
+        runner.shutdown_token().cancel();
+        replayer.shutdown_token().cancel();
+    }
 }
 
 /// The worker process that `a_worker_killed_between_steps_is_replaced_without_rerunning_completed_activities`
