@@ -81,6 +81,10 @@ impl From<ActivityFailed> for WorkflowError {
 /// workflow's input and on what they returned; read time with [`WorkflowContext::now`],
 /// never the system clock; no randomness, I/O or spawned tasks in workflow code (do those
 /// in activities).
+///
+/// Races (`tokio::select!` with `biased;`, `futures::select_biased!`) are replay-safe:
+/// recorded outcomes are delivered one at a time in the order they arrived at the engine,
+/// so the branch whose outcome arrived first wins, on every replay.
 #[derive(Clone)]
 pub struct WorkflowContext {
     replay: Rc<RefCell<Replay>>,
