@@ -82,7 +82,7 @@ impl From<ActivityFailed> for WorkflowError {
 /// never the system clock; no randomness, I/O or spawned tasks in workflow code (do those
 /// in activities).
 ///
-/// Races (`tokio::select!` with `biased;`, `futures::select_biased!`) are replay-safe:
+/// Races (`tokio::select!` with `biased;`) are replay-safe:
 /// recorded outcomes are delivered one at a time in the order they arrived at the engine,
 /// so the branch whose outcome arrived first wins, on every replay.
 #[derive(Clone)]
