@@ -160,6 +160,9 @@ pub enum EngineError {
     /// 409 `job_finished`.
     #[error("the job already finished")]
     JobFinished,
+    /// 409 `not_a_workflow`: only a workflow job takes signals.
+    #[error("the job is an activity job; only workflow jobs take signals")]
+    NotAWorkflow,
     /// 409 `lease_lost`: wrong lease token, or the attempt is finished (invariant 5).
     #[error("the lease token does not hold this attempt")]
     LeaseLost,
@@ -213,6 +216,7 @@ impl EngineError {
             EngineError::ProviderNotCertified { .. } => "provider_not_certified",
             EngineError::ActivityCompleted => "activity_completed",
             EngineError::JobFinished => "job_finished",
+            EngineError::NotAWorkflow => "not_a_workflow",
             EngineError::LeaseLost => "lease_lost",
             EngineError::AttemptNotCancellable { .. } => "attempt_not_cancellable",
             EngineError::ContractViolation { .. } => "contract_violation",
@@ -236,6 +240,7 @@ impl EngineError {
             | EngineError::ProviderNotCertified { .. }
             | EngineError::ActivityCompleted
             | EngineError::JobFinished
+            | EngineError::NotAWorkflow
             | EngineError::LeaseLost
             | EngineError::AttemptNotCancellable { .. } => 409,
             EngineError::ContractViolation { .. } | EngineError::InvalidResult { .. } => 422,

@@ -32,8 +32,8 @@ pub mod text;
 pub use domain::{
     tick_key, ClaimRequest, Completion, CompletionBody, CronSpec, Engine, HeartbeatAck,
     JobListQuery, JobPage, ReapReport, SchedulePut, ScheduleReport, ScheduleRequestBody,
-    StuckAttemptsQuery, Submission, WorkflowTaskOutcome,
+    SignalSubmission, StuckAttemptsQuery, Submission, WorkflowTaskOutcome,
 };
 pub use error::{EngineError, StoreError};
-pub use request::{JobRequest, JobTarget};
+pub use request::{JobRequest, JobTarget, SignalRequest};
 pub use store::ConnectSettings;

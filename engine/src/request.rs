@@ -359,6 +359,58 @@ fn canonical_number(n: &Number) -> String {
     }
 }
 
+/// A signal to send to a workflow job (`POST /v1/jobs/{id}/signals`), checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalRequest {
+    /// What the workflow waits for: 1–255 visible ASCII characters.
+    pub name: String,
+    /// Anything JSON; `null` when left out.
+    pub payload: Value,
+}
+
+impl SignalRequest {
+    /// Parses and checks a body `{"name", "payload"}`; anything wrong is
+    /// `invalid_request` naming the field, and nothing is recorded.
+    pub fn from_json(body: &Value) -> Result<Self, EngineError> {
+        let raw: onceflow_protocol::api::SignalRequestBody = serde_path_to_error::deserialize(body)
+            .map_err(|e| {
+                let path = e.path().to_string();
+                let inner = e.into_inner();
+                if path == "." {
+                    EngineError::invalid_request(inner.to_string())
+                } else {
+                    EngineError::invalid_request(format!("{path}: {inner}"))
+                }
+            })?;
+        if raw.name.is_empty()
+            || raw.name.len() > 255
+            || !raw.name.bytes().all(|b| (b'!'..=b'~').contains(&b))
+        {
+            return Err(EngineError::invalid_request(
+                "name: must be 1 to 255 visible ASCII characters",
+            ));
+        }
+        if let Some(at) = crate::text::nul_in_json(&raw.payload, "payload") {
+            return Err(EngineError::invalid_request(crate::text::nul_message(&at)));
+        }
+        Ok(SignalRequest {
+            name: raw.name,
+            payload: raw.payload,
+        })
+    }
+
+    /// Tells a replay (the same name and payload, however spelled) from a reused key.
+    pub fn fingerprint(&self) -> String {
+        let mut text = Vec::with_capacity(128);
+        text.extend_from_slice(b"{\"name\":");
+        write_string(&self.name, &mut text);
+        text.extend_from_slice(b",\"payload\":");
+        write_canonical(&self.payload, &mut text);
+        text.push(b'}');
+        sha256_hex(&text)
+    }
+}
+
 /// Checks an `Idempotency-Key`: 1–255 visible ASCII characters (`!`…`~`). Empty counts
 /// as missing.
 pub fn check_idempotency_key(key: &str) -> Result<(), EngineError> {

@@ -189,6 +189,17 @@ pub struct ManualAttempt {
     pub provider: String,
 }
 
+/// Body of `POST /v1/jobs/{id}/signals`: a named message for the workflow.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SignalRequestBody {
+    /// What the workflow waits for (`ctx.wait_signal("approve")`): 1–255 visible ASCII.
+    pub name: String,
+    /// Anything JSON; `null` when left out.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub payload: serde_json::Value,
+}
+
 fn default_queue() -> String {
     "default".to_owned()
 }

@@ -333,6 +333,33 @@ pub struct JobView {
     pub finished_at: Option<DateTime<Utc>>,
     /// Its activities in order, each with its attempts.
     pub activities: Vec<ActivityView>,
+    /// A workflow job's signals in the order they were recorded, consumed or not; only
+    /// in the view of one job (`GET /v1/jobs/{id}`), absent from lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals: Option<Vec<SignalView>>,
+}
+
+/// A signal recorded for a workflow job (`POST /v1/jobs/{id}/signals`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SignalView {
+    /// The signal's id (UUIDv7).
+    pub signal_id: Uuid,
+    /// The workflow job it was sent to.
+    pub job_id: Uuid,
+    /// Its name, e.g. `approve`.
+    pub name: String,
+    /// Its place among the job's signals (1, 2, …): the order they are delivered in.
+    pub seq: i64,
+    /// What was sent with it (`null` when nothing was).
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    /// When the engine recorded it.
+    pub received_at: DateTime<Utc>,
+    /// Whether the workflow has taken it (each signal is taken by one wait, once).
+    pub consumed: bool,
+    /// When the workflow took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumed_at: Option<DateTime<Utc>>,
 }
 
 /// An activity of a job, with its attempts in order.
@@ -537,6 +564,10 @@ pub mod event {
     pub const TIMER_STARTED: &str = "timer_started";
     /// A durable timer fired.
     pub const TIMER_FIRED: &str = "timer_fired";
+    /// A signal was recorded for a workflow job.
+    pub const SIGNAL_RECEIVED: &str = "signal_received";
+    /// A workflow took a signal at one of its waits.
+    pub const SIGNAL_CONSUMED: &str = "signal_consumed";
 }
 
 status_enum! {

@@ -58,6 +58,23 @@ pub fn render_timeline(job: &JobView, events: &[JobEvent]) -> String {
             out.push_str(&attempt_line(a));
         }
     }
+    if let Some(signals) = job.signals.as_ref().filter(|s| !s.is_empty()) {
+        out.push_str("\nsignals\n");
+        for s in signals {
+            out.push_str(&format!(
+                "  #{:<2} {:<18} received {}  {}  {}\n",
+                s.seq,
+                s.name,
+                short_time(&s.received_at.to_rfc3339()),
+                match s.consumed_at {
+                    Some(at) => format!("taken {}", short_time(&at.to_rfc3339())),
+                    None if s.consumed => "taken".to_owned(),
+                    None => "waiting for the workflow".to_owned(),
+                },
+                s.payload
+            ));
+        }
+    }
     out.push_str("\ntimeline\n");
     for e in events {
         let attempt = e
@@ -79,6 +96,21 @@ pub fn render_timeline(job: &JobView, events: &[JobEvent]) -> String {
                 Some(w) => format!("late result discarded; {w} had won"),
                 None => "late result discarded; the slot was closed".to_owned(),
             };
+        }
+        if e.kind == "signal_received" {
+            note = format!(
+                "signal `{}` #{}",
+                e.data["name"].as_str().unwrap_or("?"),
+                e.data["seq"].as_i64().unwrap_or_default()
+            );
+        }
+        if e.kind == "signal_consumed" {
+            note = format!(
+                "signal `{}` #{} taken at position {}",
+                e.data["name"].as_str().unwrap_or("?"),
+                e.data["signal_seq"].as_i64().unwrap_or_default(),
+                e.data["seq"].as_i64().unwrap_or_default()
+            );
         }
         if e.kind == "failover" {
             note = format!(

@@ -46,6 +46,32 @@ pub struct WorkflowTask {
     pub read_version: i64,
     /// What the workflow did so far, by position (call order).
     pub journal: Vec<JournalEntry>,
+    /// The job's signals in the order they were recorded, taken or not: a wait takes the
+    /// one recorded as consumed at its position, else the first untaken one of its name
+    /// delivered so far.
+    #[serde(default)]
+    pub signals: Vec<RecordedSignal>,
+}
+
+/// A signal sent to the workflow job (`POST /v1/jobs/{id}/signals`), as its task carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RecordedSignal {
+    /// Its place among the job's signals (1, 2, …).
+    pub seq: i64,
+    /// Its name.
+    pub name: String,
+    /// What was sent with it.
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    /// When the engine recorded it: the workflow's clock moves to it when a wait takes it.
+    pub received_at: DateTime<Utc>,
+    /// Its place in the order the job's outcomes arrived (shared with activities and
+    /// timers); replay delivers it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<i64>,
+    /// The position of the wait that took it, once one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumed_by: Option<i32>,
 }
 
 /// One recorded step of a workflow, at its position in call order.
@@ -134,6 +160,13 @@ pub enum WorkflowCommand {
         seq: i32,
         /// How long from now it fires.
         duration_ms: u64,
+    },
+    /// The wait at a new position takes a signal (the first untaken one of its name).
+    ConsumeSignal {
+        /// The wait's position.
+        seq: i32,
+        /// The signal it takes (its `seq` among the job's signals).
+        signal_seq: i64,
     },
     /// The workflow returned: the job succeeds with this result.
     CompleteJob {

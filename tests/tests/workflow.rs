@@ -4,4 +4,5 @@
 mod workflow {
     mod engine_side;
     mod sdk;
+    mod signals;
 }

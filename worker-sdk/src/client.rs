@@ -4,9 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use onceflow_protocol::api::{
-    CancelAttemptRequest, EventList, JobList, JobRequestBody, ManualAttempt, StuckList,
+    CancelAttemptRequest, EventList, JobList, JobRequestBody, ManualAttempt, SignalRequestBody,
+    StuckList,
 };
-use onceflow_protocol::model::{ActivityOptions, AttemptView, JobEvent, JobView, StuckAttempt};
+use onceflow_protocol::model::{
+    ActivityOptions, AttemptView, JobEvent, JobView, SignalView, StuckAttempt,
+};
 use reqwest::Method;
 use serde::Serialize;
 
@@ -24,6 +27,16 @@ pub struct Submitted {
     pub job: JobView,
     /// `true` when this key and request were submitted before: this is that job, and
     /// nothing new was created.
+    pub replayed: bool,
+}
+
+/// The answer to a signal.
+#[derive(Debug, Clone)]
+pub struct SignalSent {
+    /// The signal, as recorded.
+    pub signal: SignalView,
+    /// `true` when this key and body were sent before: this is that signal, and nothing
+    /// new was recorded.
     pub replayed: bool,
 }
 
@@ -188,6 +201,40 @@ impl Client {
             )
             .await?
             .body)
+    }
+
+    /// Sends signal `name` with `payload` to workflow job `job_id` under `idempotency_key`
+    /// (scoped to the job): one signal per key, however many times it is sent (a
+    /// double-clicked "Approve" approves once); `replayed` tells a repeat. The same key
+    /// with another name or payload fails with `idempotency_key_reused`; a finished job
+    /// with `job_finished`, an activity job with `not_a_workflow`.
+    pub async fn signal<P: Serialize>(
+        &self,
+        job_id: uuid::Uuid,
+        name: &str,
+        payload: &P,
+        idempotency_key: &str,
+    ) -> Result<SignalSent, SdkError> {
+        let body = SignalRequestBody {
+            name: name.to_owned(),
+            payload: serde_json::to_value(payload)
+                .map_err(|e| SdkError::Config(format!("payload: {e}")))?,
+        };
+        let answer = self
+            .transport
+            .call::<_, SignalView>(
+                Repeat::Safe,
+                Method::POST,
+                &format!("/v1/jobs/{job_id}/signals"),
+                &[("Idempotency-Key", idempotency_key)],
+                Some(&body),
+                CALL_TIMEOUT,
+            )
+            .await?;
+        Ok(SignalSent {
+            signal: answer.body,
+            replayed: answer.replayed || answer.status == 200,
+        })
     }
 
     /// The "try the fallback" button: a new attempt of activity `seq` at `provider`.

@@ -89,7 +89,7 @@ mod transport;
 mod worker;
 mod workflow;
 
-pub use client::{Client, Submitted};
+pub use client::{Client, SignalSent, Submitted};
 pub use context::{ActivityContext, StopReason};
 pub use endpoints::{Endpoints, Repeat};
 pub use error::{ActivityError, SdkError};
@@ -100,7 +100,8 @@ pub use provider::output_contract;
 pub use secret::SecretToken;
 pub use worker::{CertificationReport, Worker, WorkerBuilder, WorkerStats};
 pub use workflow::{
-    ActivityCall, ActivityFailed, ActivityFuture, Sleep, WorkflowContext, WorkflowError,
+    ActivityCall, ActivityFailed, ActivityFuture, SignalWait, SignalWaitWithTimeout, Sleep,
+    WorkflowContext, WorkflowError,
 };
 
 /// `docs/workflows.md`, whose Rust blocks are compiled as doctests (`cargo test --doc -p

@@ -1,14 +1,15 @@
 //! Workflows as Rust code: an `async fn(WorkflowContext, In) -> Result<Out, WorkflowError>`
-//! replayed against the job's journal. Each call to [`WorkflowContext::activity`] or
-//! [`WorkflowContext::sleep`] takes the next position; a position already in the journal
+//! replayed against the job's journal. Each call to [`WorkflowContext::activity`],
+//! [`WorkflowContext::sleep`] or [`WorkflowContext::wait_signal`] takes the next position; a position already in the journal
 //! returns its recorded outcome, the first one that is not becomes a command and the
 //! replay stops there. Recorded outcomes are delivered in the order they arrived (the
 //! journal's `arrival`), one at a time, so a race (`select!`) takes the branch of the
-//! outcome that arrived first on every replay. Replaying is side-effect free, so it can
+//! outcome that arrived first on every replay. Signals are delivered at their place in
+//! the same order, and a wait takes the one its history gave it. Replaying is side-effect free, so it can
 //! run any number of times, on any worker.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use onceflow_protocol::model::{ActivityOptions, ActivityStatus, ErrorInfo, Failover, RetryPolicy};
-use onceflow_protocol::workflow::{JournalEntry, WorkflowCommand, WorkflowTask};
+use onceflow_protocol::workflow::{JournalEntry, RecordedSignal, WorkflowCommand, WorkflowTask};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -92,6 +93,10 @@ pub struct WorkflowContext {
 
 struct Replay {
     journal: HashMap<i32, JournalEntry>,
+    /// The job's signals in the order they were recorded.
+    signals: Vec<RecordedSignal>,
+    /// The signals a wait took during this replay.
+    taken: HashSet<i64>,
     next_seq: i32,
     commands: Vec<WorkflowCommand>,
     nondeterminism: Option<String>,
@@ -144,6 +149,34 @@ impl WorkflowContext {
         }
     }
 
+    /// Waits for the next signal named `name` (`POST /v1/jobs/{id}/signals`) and reads its
+    /// payload as `T`. Signals are taken in the order they were recorded, each by one
+    /// wait, once; one sent before the workflow waits is kept until it does. Takes the
+    /// next position, like an activity. A payload that does not read as `T` is an error
+    /// with code `invalid_signal` (the signal is taken all the same).
+    pub fn wait_signal<T: DeserializeOwned>(&self, name: &str) -> SignalWait<T> {
+        SignalWait {
+            ctx: self.clone(),
+            seq: self.next_seq(),
+            name: name.to_owned(),
+            _payload: PhantomData,
+        }
+    }
+
+    /// [`WorkflowContext::wait_signal`] against a durable timer: `Some(payload)` when the
+    /// signal arrives first, `None` when `timeout` passes first (the signal is then left
+    /// for the next wait). Which came first is decided once, by the order the engine
+    /// recorded them, so every replay takes the same branch. Takes two positions.
+    pub fn wait_signal_timeout<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        timeout: Duration,
+    ) -> SignalWaitWithTimeout<T> {
+        let wait = self.wait_signal(name);
+        let timer = self.sleep(timeout);
+        SignalWaitWithTimeout { wait, timer }
+    }
+
     /// The workflow's deterministic clock: the job's creation time, moved forward to when
     /// each recorded step the workflow has awaited finished.
     pub fn now(&self) -> DateTime<Utc> {
@@ -176,6 +209,10 @@ impl WorkflowContext {
             }
             JournalEntry::Timer { .. } => "a timer".to_owned(),
         };
+        self.mismatch_with(seq, asked, was);
+    }
+
+    fn mismatch_with(&self, seq: i32, asked: String, was: String) {
         let mut replay = self.replay.borrow_mut();
         replay.nondeterminism.get_or_insert(format!(
             "at position {seq} the workflow asks for {asked}, but its history recorded {was}"
@@ -192,6 +229,63 @@ impl WorkflowContext {
         }
         replay.undelivered.push(cx.waker().clone());
         false
+    }
+
+    /// The name of the signal the history gave the wait at `seq`, if it did.
+    fn signal_taken_at(&self, seq: i32) -> Option<String> {
+        let replay = self.replay.borrow();
+        replay
+            .signals
+            .iter()
+            .find(|s| s.consumed_by == Some(seq))
+            .map(|s| s.name.clone())
+    }
+
+    /// The signal for the wait at `seq`: the one its history gave it, else the first
+    /// delivered one of `name` that no wait has taken (recorded as taken by a new
+    /// command). While there is none, `cx` is woken when the replay moves on.
+    fn take_signal(&self, seq: i32, name: &str, cx: &Context<'_>) -> Taking {
+        let mut guard = self.replay.borrow_mut();
+        let replay = &mut *guard;
+        let up_to = replay.delivered_up_to;
+        if let Some(recorded) = replay.signals.iter().find(|s| s.consumed_by == Some(seq)) {
+            if recorded.name != name {
+                let was = format!("a wait that took signal `{}`", recorded.name);
+                drop(guard);
+                self.mismatch_with(seq, format!("signal `{name}`"), was);
+                return Taking::Mismatch;
+            }
+            if recorded.arrival.unwrap_or(0) > up_to {
+                replay.undelivered.push(cx.waker().clone());
+                return Taking::Waiting;
+            }
+            replay.taken.insert(recorded.seq);
+            return Taking::Signal(recorded.clone());
+        }
+        let next = replay
+            .signals
+            .iter()
+            .find(|s| {
+                s.consumed_by.is_none()
+                    && s.name == name
+                    && !replay.taken.contains(&s.seq)
+                    && s.arrival.unwrap_or(0) <= up_to
+            })
+            .cloned();
+        match next {
+            Some(signal) => {
+                replay.taken.insert(signal.seq);
+                replay.commands.push(WorkflowCommand::ConsumeSignal {
+                    seq,
+                    signal_seq: signal.seq,
+                });
+                Taking::Signal(signal)
+            }
+            None => {
+                replay.undelivered.push(cx.waker().clone());
+                Taking::Waiting
+            }
+        }
     }
 
     fn emit(&self, command: WorkflowCommand) {
@@ -355,6 +449,14 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                 Poll::Pending
             }
             None => {
+                if let Some(signal) = ctx.signal_taken_at(call.seq) {
+                    ctx.mismatch_with(
+                        call.seq,
+                        format!("activity `{}`", call.name),
+                        format!("a wait that took signal `{signal}`"),
+                    );
+                    return Poll::Pending;
+                }
                 if !this.emitted {
                     this.emitted = true;
                     ctx.emit(WorkflowCommand::ScheduleActivity {
@@ -402,6 +504,14 @@ impl Future for Sleep {
                 Poll::Pending
             }
             None => {
+                if let Some(signal) = this.ctx.signal_taken_at(this.seq) {
+                    this.ctx.mismatch_with(
+                        this.seq,
+                        "a timer".into(),
+                        format!("a wait that took signal `{signal}`"),
+                    );
+                    return Poll::Pending;
+                }
                 // Emitted at most once per replay: a future is polled again only if it is
                 // awaited again, and a new sleep takes a new position.
                 let already = this.ctx.replay.borrow().commands.iter().any(
@@ -415,6 +525,73 @@ impl Future for Sleep {
                 }
                 Poll::Pending
             }
+        }
+    }
+}
+
+enum Taking {
+    Signal(RecordedSignal),
+    Waiting,
+    Mismatch,
+}
+
+/// The future of [`WorkflowContext::wait_signal`]: the payload of the signal it takes.
+pub struct SignalWait<T> {
+    ctx: WorkflowContext,
+    seq: i32,
+    name: String,
+    _payload: PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> Future for SignalWait<T> {
+    type Output = Result<T, WorkflowError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let recorded = this.ctx.replay.borrow().journal.get(&this.seq).cloned();
+        if let Some(other) = recorded {
+            this.ctx
+                .mismatch(this.seq, format!("signal `{}`", this.name), &other);
+            return Poll::Pending;
+        }
+        match this.ctx.take_signal(this.seq, &this.name, cx) {
+            Taking::Signal(signal) => {
+                this.ctx.advance_clock(Some(signal.received_at));
+                Poll::Ready(serde_json::from_value(signal.payload).map_err(|e| {
+                    WorkflowError::with_code(
+                        "invalid_signal",
+                        format!(
+                            "signal `{}` ({}) does not read as the expected type: {e}",
+                            this.name, signal.seq
+                        ),
+                    )
+                }))
+            }
+            Taking::Waiting | Taking::Mismatch => Poll::Pending,
+        }
+    }
+}
+
+/// The future of [`WorkflowContext::wait_signal_timeout`]: `Some(payload)`, or `None`
+/// when the timer fired first.
+pub struct SignalWaitWithTimeout<T> {
+    wait: SignalWait<T>,
+    timer: Sleep,
+}
+
+impl<T: DeserializeOwned> Future for SignalWaitWithTimeout<T> {
+    type Output = Result<Option<T>, WorkflowError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        // Outcomes are delivered one at a time in the order they arrived: at most one of
+        // the two is ready at a poll, unless the signal was there before the wait began.
+        if let Poll::Ready(taken) = Pin::new(&mut this.wait).poll(cx) {
+            return Poll::Ready(taken.map(Some));
+        }
+        match Pin::new(&mut this.timer).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Ok(None)),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -457,6 +634,8 @@ where
 pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<WorkflowCommand> {
     let state = Rc::new(RefCell::new(Replay {
         journal: task.journal.iter().map(|e| (e.seq(), e.clone())).collect(),
+        signals: task.signals.clone(),
+        taken: HashSet::new(),
         next_seq: 0,
         commands: Vec::new(),
         nondeterminism: None,
@@ -474,6 +653,7 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         .journal
         .iter()
         .filter_map(JournalEntry::arrival)
+        .chain(task.signals.iter().filter_map(|s| s.arrival))
         .collect();
     arrivals.sort_unstable();
     arrivals.dedup();

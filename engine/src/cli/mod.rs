@@ -4,6 +4,7 @@
 pub mod bench;
 mod demo;
 mod dev;
+mod jobs;
 mod operator;
 mod schedules;
 
@@ -249,7 +250,7 @@ pub struct ServerArgs {
     url: String,
     /// The API token. Optional: without it, the role's variable that `onceflow dev`
     /// writes to tokens.env is used (ONCEFLOW_OPERATOR_TOKEN for `attempts`, that or
-    /// ONCEFLOW_CLIENT_TOKEN for `jobs show`, ONCEFLOW_CLIENT_TOKEN for `schedules`).
+    /// ONCEFLOW_CLIENT_TOKEN for `jobs show`, ONCEFLOW_CLIENT_TOKEN for `schedules` and `jobs signal`).
     #[arg(long, env = "ONCEFLOW_TOKEN", hide_env_values = true)]
     token: Option<SecretToken>,
 }
@@ -293,7 +294,7 @@ impl ServerArgs {
 const OPERATOR_TOKEN: &[&str] = &["ONCEFLOW_OPERATOR_TOKEN"];
 /// `jobs show`: an operator reads every owner's jobs, a client its own.
 const READER_TOKEN: &[&str] = &["ONCEFLOW_OPERATOR_TOKEN", "ONCEFLOW_CLIENT_TOKEN"];
-/// The role variables of `schedules` (schedules belong to a client's owner).
+/// The role variables of `schedules` and `jobs signal` (a client's own jobs).
 const CLIENT_TOKEN: &[&str] = &["ONCEFLOW_CLIENT_TOKEN"];
 
 #[derive(Subcommand, Debug)]
@@ -330,6 +331,22 @@ enum JobsCommand {
     Show {
         /// The job's id.
         id: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Send a signal to a workflow job (`ctx.wait_signal(NAME)` takes it). One signal per
+    /// key: sending again with the same --key records nothing new.
+    Signal {
+        /// The workflow job's id.
+        id: String,
+        /// The signal's name, e.g. approve.
+        name: String,
+        /// Its payload, JSON (default: null).
+        #[arg(long)]
+        payload: Option<String>,
+        /// Its Idempotency-Key (default: a fresh one, printed).
+        #[arg(long)]
+        key: Option<String>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -522,6 +539,22 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Jobs(JobsCommand::Show { id, server }) => {
             operator::show_job(&server.resolve(READER_TOKEN)?, &id).await
+        }
+        Command::Jobs(JobsCommand::Signal {
+            id,
+            name,
+            payload,
+            key,
+            server,
+        }) => {
+            jobs::signal(
+                &server.resolve(CLIENT_TOKEN)?,
+                &id,
+                &name,
+                payload.as_deref(),
+                key,
+            )
+            .await
         }
         Command::Schedules(SchedulesCommand::List { server }) => {
             schedules::list(&server.resolve(CLIENT_TOKEN)?).await

@@ -24,6 +24,7 @@ mod policy;
 mod reaper;
 mod retention;
 mod schedules;
+mod signals;
 mod submit;
 mod tokens;
 mod views;
@@ -47,6 +48,7 @@ pub use retention::{PrunePass, PRUNE_BATCH};
 pub use schedules::{
     schedule_event, tick_key, CronSpec, SchedulePut, ScheduleReport, ScheduleRequestBody,
 };
+pub use signals::SignalSubmission;
 pub use submit::{replay, Submission};
 pub use views::{JobListQuery, JobPage, StuckAttemptsQuery};
 pub use workflow::WorkflowTaskOutcome;

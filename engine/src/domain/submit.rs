@@ -685,6 +685,7 @@ fn created_view(inserted: JobRow, activities: Vec<ActivityView>) -> JobView {
         updated_at: inserted.updated_at,
         finished_at: inserted.finished_at,
         activities,
+        signals: None,
     }
 }
 

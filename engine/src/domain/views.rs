@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::Engine;
 use crate::error::EngineError;
-use crate::model::{AttemptStatus, JobEvent, JobStatus, JobView, Scope, StuckAttempt};
+use crate::model::{AttemptStatus, JobEvent, JobKind, JobStatus, JobView, Scope, StuckAttempt};
 use crate::store::{JobQuery, StuckQuery};
 
 /// Filters for [`Engine::list_jobs`].
@@ -60,10 +60,16 @@ impl Engine {
     /// A job visible in `scope`, with its activities and their attempts. Another owner's
     /// job answers [`EngineError::NotFound`] (invariant 8).
     pub async fn job(&self, scope: &Scope, job_id: Uuid) -> Result<JobView, EngineError> {
-        self.store
+        let mut view = self
+            .store
             .job_view(scope, job_id)
             .await?
-            .ok_or(EngineError::NotFound)
+            .ok_or(EngineError::NotFound)?;
+        if view.kind == JobKind::Workflow {
+            let signals = self.store.job_signals(&view.owner, job_id).await?;
+            view.signals = Some(signals.iter().map(|s| s.view(job_id)).collect());
+        }
+        Ok(view)
     }
 
     /// A job's append-only history, in order, whole.

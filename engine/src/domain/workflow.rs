@@ -8,6 +8,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::intervene::close_open_activities;
+use super::signals::recorded_signals;
 use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ErrorInfo, JobKind, Scope};
@@ -91,6 +92,7 @@ impl Engine {
                 continue;
             };
             let journal = journal(tx.as_mut(), &job).await?;
+            let signals = recorded_signals(tx.as_mut(), &job.owner_id, job.id).await?;
             let mut events = Events::for_job(&job.owner_id, job.id);
             events.push(
                 event::WORKFLOW_TASK_STARTED,
@@ -110,6 +112,7 @@ impl Engine {
                 lease_token,
                 read_version: job.version,
                 journal,
+                signals,
             });
         }
         tx.append_events(&all_events).await?;
@@ -379,8 +382,72 @@ impl Engine {
                     );
                 }
             }
+            WorkflowCommand::ConsumeSignal { seq, signal_seq } => {
+                return self
+                    .consume_signal(tx, events, job, recorded, *seq, *signal_seq)
+                    .await;
+            }
             WorkflowCommand::FailTask { error } => return Ok(Some(error.clone())),
         }
+        Ok(None)
+    }
+
+    /// Hands signal `signal_seq` to the wait at position `seq`; `Some(error)` parks the
+    /// workflow (the history says otherwise).
+    async fn consume_signal(
+        &self,
+        tx: &mut dyn StoreTx,
+        events: &mut Events,
+        job: &JobRow,
+        recorded: &[JournalEntry],
+        seq: i32,
+        signal_seq: i64,
+    ) -> Result<Option<ErrorInfo>, EngineError> {
+        if seq < 0 {
+            return Err(EngineError::invalid_request(
+                "commands: seq must not be negative",
+            ));
+        }
+        let owner = job.owner_id.as_str();
+        if let Some(other) = recorded.iter().find(|e| e.seq() == seq) {
+            return Ok(Some(nondeterminism(seq, "a signal", other)));
+        }
+        let signals = tx.signals_of_job(owner, job.id).await?;
+        let Some(signal) = signals.iter().find(|s| s.seq == signal_seq) else {
+            return Err(EngineError::invalid_request(format!(
+                "commands: the job has no signal {signal_seq}"
+            )));
+        };
+        match signal.consumed_by {
+            Some(by) if by == seq => return Ok(None),
+            Some(by) => {
+                return Ok(Some(ErrorInfo::new(
+                    "nondeterminism",
+                    format!("at position {seq} the workflow now takes signal {signal_seq}, but its history gave that signal to the wait at position {by}; the job is parked"),
+                )))
+            }
+            None => {}
+        }
+        if let Some(taken) = signals.iter().find(|s| s.consumed_by == Some(seq)) {
+            return Ok(Some(ErrorInfo::new(
+                "nondeterminism",
+                format!("at position {seq} the workflow now takes signal {signal_seq}, but its history gave that wait signal {}; the job is parked", taken.seq),
+            )));
+        }
+        // A signal is taken once: under the job's lock the guard cannot lose, but the
+        // statement checks all the same.
+        if !tx.consume_signal(owner, job.id, signal_seq, seq).await? {
+            return Ok(Some(ErrorInfo::new(
+                "nondeterminism",
+                format!("signal {signal_seq} was taken by another wait; the job is parked"),
+            )));
+        }
+        events.push(
+            event::SIGNAL_CONSUMED,
+            None,
+            actor::ENGINE,
+            json!({ "seq": seq, "signal_seq": signal_seq, "name": signal.name }),
+        );
         Ok(None)
     }
 

@@ -4,14 +4,14 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use onceflow_protocol::api::{EventList, JobList, ManualAttempt};
+use onceflow_protocol::api::{EventList, JobList, ManualAttempt, SignalRequestBody};
 
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{json_value, path_id, As, ClientRole, JsonBody, QueryPairs, ReaderRole};
 use super::AppState;
 use crate::error::EngineError;
-use crate::model::{AttemptView, JobStatus, JobView};
-use crate::request::{JobRequest, JobRequestBody};
+use crate::model::{AttemptView, JobStatus, JobView, SignalView};
+use crate::request::{JobRequest, JobRequestBody, SignalRequest};
 use crate::JobListQuery;
 
 /// Submit an intent. Concurrent identical requests yield one 201 and the rest 200, all
@@ -163,6 +163,53 @@ pub async fn cancel_job(
         .cancel_job(&crate::model::Scope::Owner(owner), path_id(&id)?)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
+/// Sends a named signal to a workflow job. Concurrent identical requests under one key
+/// record one signal: one 202, the rest 200 with the same signal.
+#[utoipa::path(post, path = "/v1/jobs/{id}/signals", tag = "client",
+    request_body = SignalRequestBody,
+    params(("id" = uuid::Uuid, Path),
+        ("Idempotency-Key" = String, Header, description = "1–255 visible ASCII characters; scoped to the job")),
+    responses(
+        (status = 202, description = "Recorded", body = SignalView),
+        (status = 200, description = "Replayed: the same key and body were seen before", body = SignalView, headers(("Idempotent-Replayed" = String))),
+        (status = 400, description = "invalid_json, invalid_request, missing_idempotency_key, invalid_idempotency_key", body = ErrorBody),
+        (status = 404, description = "not_found", body = ErrorBody),
+        (status = 409, description = "idempotency_key_reused, job_finished, not_a_workflow", body = ErrorBody),
+    ))]
+pub async fn send_signal(
+    State(state): State<AppState>,
+    caller: As<ClientRole>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    request: Request,
+) -> ApiResult<Response> {
+    let owner = caller.owner().to_owned();
+    let key = match headers.get("idempotency-key") {
+        None => return Err(EngineError::MissingIdempotencyKey.into()),
+        Some(v) => v
+            .to_str()
+            .map_err(|_| EngineError::InvalidIdempotencyKey)?
+            .to_owned(),
+    };
+    crate::request::check_idempotency_key(&key)?;
+    let job_id = path_id(&id)?;
+    let body = json_value(request, &state).await?;
+    let signal = SignalRequest::from_json(&body)?;
+    let taken = state
+        .engine
+        .signal(&crate::model::Scope::Owner(owner), job_id, &key, &signal)
+        .await?;
+    let mut response = Json(&taken.signal).into_response();
+    if taken.replayed {
+        response
+            .headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    } else {
+        *response.status_mut() = StatusCode::ACCEPTED;
+    }
+    Ok(response)
 }
 
 /// The user's "try the fallback" button: a new attempt of an activity at a provider.

@@ -121,6 +121,9 @@ pub trait Store: Send + Sync + 'static {
     /// A job visible in `scope`, with its activities and attempts.
     async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>>;
 
+    /// A job's signals in the order they were recorded, read now.
+    async fn job_signals(&self, owner: &str, job_id: Uuid) -> StoreResult<Vec<SignalRow>>;
+
     /// The jobs `(owner, id)` with their activities and attempts, in any order; jobs
     /// that do not exist are left out.
     async fn job_views(&self, jobs: &[(String, Uuid)]) -> StoreResult<Vec<JobView>> {
@@ -631,6 +634,31 @@ pub trait StoreTx: Send {
 
     /// A job's timers by position.
     async fn timers_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<TimerRow>>;
+
+    /// Records a signal as its job's next (the caller holds the job's row lock) unless the
+    /// job already has a signal under its key (invariant 9); `None` when it had.
+    async fn insert_signal(&mut self, signal: &NewSignal<'_>) -> StoreResult<Option<SignalRow>>;
+
+    /// The signal a job holds under an idempotency key.
+    async fn signal_by_key(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        key: &str,
+    ) -> StoreResult<Option<SignalRow>>;
+
+    /// A job's signals in the order they were recorded.
+    async fn signals_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<SignalRow>>;
+
+    /// Hands signal `seq` to the wait at workflow position `position` unless a wait took
+    /// it already; `false` when one had.
+    async fn consume_signal(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i64,
+        position: i32,
+    ) -> StoreResult<bool>;
 
     /// Locks (without waiting) up to `limit` due, unfired timers with their jobs.
     async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>>;

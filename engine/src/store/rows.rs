@@ -9,7 +9,7 @@ use super::StoreResult;
 use crate::error::StoreError;
 use crate::model::{
     ActivityOptions, ActivityStatus, ActivityView, AttemptStatus, AttemptView, CompletionOutcome,
-    Contract, ErrorInfo, JobKind, JobStatus, JobView, Overlap, Role, ScheduleView,
+    Contract, ErrorInfo, JobKind, JobStatus, JobView, Overlap, Role, ScheduleView, SignalView,
 };
 
 /// A job row.
@@ -224,6 +224,68 @@ pub enum Arrival {
     Activity(Uuid),
     /// The timer at this position fired.
     Timer(i32),
+    /// The signal with this seq was recorded.
+    Signal(i64),
+}
+
+/// A signal recorded for a workflow job.
+#[derive(Debug, Clone)]
+pub struct SignalRow {
+    /// Its place among the job's signals (1, 2, …).
+    pub seq: i64,
+    /// Its id (UUIDv7).
+    pub id: Uuid,
+    /// Its name.
+    pub name: String,
+    /// The key it was sent under; one signal per (job, key).
+    pub idempotency_key: String,
+    /// Tells a replay from a reused key.
+    pub fingerprint: String,
+    /// What was sent with it.
+    pub payload: Value,
+    /// When it was recorded.
+    pub received_at: DateTime<Utc>,
+    /// Its number in the job's arrival order.
+    pub arrival: Option<i64>,
+    /// When the workflow took it.
+    pub consumed_at: Option<DateTime<Utc>>,
+    /// The workflow position of the wait that took it.
+    pub consumed_by: Option<i32>,
+}
+
+impl SignalRow {
+    /// The signal as the API shows it.
+    pub fn view(&self, job_id: Uuid) -> SignalView {
+        SignalView {
+            signal_id: self.id,
+            job_id,
+            name: self.name.clone(),
+            seq: self.seq,
+            payload: self.payload.clone(),
+            received_at: self.received_at,
+            consumed: self.consumed_by.is_some(),
+            consumed_at: self.consumed_at,
+        }
+    }
+}
+
+/// A signal to record ([`super::StoreTx::insert_signal`]).
+#[derive(Debug, Clone)]
+pub struct NewSignal<'a> {
+    /// The job's owner.
+    pub owner: &'a str,
+    /// The workflow job.
+    pub job_id: Uuid,
+    /// The signal's id.
+    pub id: Uuid,
+    /// Its name.
+    pub name: &'a str,
+    /// The key it is sent under.
+    pub idempotency_key: &'a str,
+    /// The fingerprint of its name and payload.
+    pub fingerprint: &'a str,
+    /// What is sent with it.
+    pub payload: &'a Value,
 }
 
 /// A stored API token: only its hash, never the token.
@@ -343,5 +405,6 @@ pub(crate) fn view_of(job: JobRow, activities: &[ActivityRow], attempts: &[Attem
         updated_at: job.updated_at,
         finished_at: job.finished_at,
         activities,
+        signals: None,
     }
 }

@@ -27,6 +27,7 @@ fn the_server_commands_need_no_url_or_token_flag_and_say_where_the_token_comes_f
     for command in [
         &["attempts", "stuck"][..],
         &["jobs", "show"],
+        &["jobs", "signal"],
         &["schedules", "list"],
     ] {
         let mut args = command.to_vec();
@@ -274,6 +275,27 @@ rules! {
         // Only unreachable servers: the error names the last one tried.
         let (ok, _, stderr) = run(&["jobs", "show", &id], &[("ONCEFLOW_URL", &format!("http://127.0.0.1:{dead}")), ("ONCEFLOW_CLIENT_TOKEN", &server.tokens.client)]).await;
         assert!(!ok && stderr.contains("cannot reach") && stderr.contains(&dead.to_string()), "{stderr}");
+    }
+
+    async fn jobs_signal_sends_one_signal_per_key_and_jobs_show_lists_the_signals(db) {
+        let server = TestServer::start(db).await;
+        let id = server.api.submit(&server.tokens.client, "k", &json!({"workflow": "approval", "input": {}})).await.body["id"].as_str().unwrap().to_owned();
+        let env = [("ONCEFLOW_URL", server.api.url.as_str()), ("ONCEFLOW_CLIENT_TOKEN", server.tokens.client.as_str())];
+        let (ok, out, stderr) = run(&["jobs", "signal", &id, "approve", "--payload", r#"{"by": "ann"}"#, "--key", "click-1"], &env).await;
+        assert!(ok && out.contains("approve #1 recorded") && out.contains("click-1"), "{out}{stderr}");
+        let (ok, out, stderr) = run(&["jobs", "signal", &id, "approve", "--payload", r#"{"by":"ann"}"#, "--key", "click-1"], &env).await;
+        assert!(ok && out.contains("approve #1 was already recorded"), "the same click again: {out}{stderr}");
+        let (ok, _, stderr) = run(&["jobs", "signal", &id, "approve", "--payload", r#"{"by": "bob"}"#, "--key", "click-1"], &env).await;
+        assert!(!ok && stderr.contains("idempotency_key_reused"), "{stderr}");
+        let (ok, _, stderr) = run(&["jobs", "signal", &id, "approve", "--payload", "{not json"], &env).await;
+        assert!(!ok && stderr.contains("--payload"), "{stderr}");
+        // Without --key, each run is a new signal, and its key is printed.
+        let (ok, out, stderr) = run(&["jobs", "signal", &id, "nudge"], &env).await;
+        assert!(ok && out.contains("nudge #2 recorded") && out.contains("Idempotency-Key"), "{out}{stderr}");
+        let (ok, shown, stderr) = run(&["jobs", "show", &id], &env).await;
+        assert!(ok && shown.contains("signals") && shown.contains("approve") && shown.contains("nudge") && shown.contains("waiting for the workflow"), "{shown}{stderr}");
+        let view = server.api.get(&format!("/v1/jobs/{id}"), &server.tokens.client).await;
+        assert_eq!(view.body["signals"].as_array().map(Vec::len), Some(2), "{:?}", view.body);
     }
 
     async fn the_cli_takes_its_roles_token_from_the_variables_of_tokens_env(db) {

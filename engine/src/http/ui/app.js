@@ -473,6 +473,16 @@
           act.status === 'blocked' ? h('span', { class: 'error', text: ' — blocked: its live attempt is unknown; an operator can cancel it from the Stuck page' }) : null,
           act.error ? h('span', { class: 'error', text: ' — ' + act.error.code + ': ' + act.error.message }) : null),
         timeline(job, act, events, [t0, t1]), legend()));
+      const signalCard = job.signals && job.signals.length ? [h('section', { class: 'card', id: 'signals' },
+        h('h2', { text: 'Signals' }),
+        h('p', { class: 'hint', text: 'In the order they were recorded; the workflow takes each once, in this order.' }),
+        h('table', {}, h('thead', {}, h('tr', {}, ['#', 'Name', 'Received', 'Taken', 'Payload'].map((t) => h('th', { text: t })))),
+          h('tbody', {}, job.signals.map((s) => h('tr', { dataset: { signal: String(s.seq) } },
+            h('td', { text: String(s.seq) }),
+            h('td', {}, h('span', { class: 'tag', text: s.name })),
+            h('td', { class: 'nowrap', title: s.received_at, text: localTime(s.received_at) }),
+            h('td', { class: 'nowrap', text: s.consumed ? (s.consumed_at ? localTime(s.consumed_at) : 'taken') : 'waiting for the workflow' }),
+            h('td', { class: 'data' }, h('code', { text: JSON.stringify(s.payload) })))))))] : [];
       const eventRows = events.map((e) => h('tr', { dataset: { type: e.type } },
         h('td', { text: String(e.seq) }),
         h('td', { class: 'nowrap', title: e.at, text: localTime(e.at) }),
@@ -482,7 +492,7 @@
         h('td', { class: 'data' }, Object.keys(e.data || {}).length ? h('code', { text: JSON.stringify(e.data) }) : '')));
       const history_ = h('section', { class: 'card' }, h('h2', { text: 'Event history' }),
         h('table', { id: 'events' }, h('thead', {}, h('tr', {}, ['#', 'At', 'Type', 'Attempt', 'Actor', 'Data'].map((t) => h('th', { text: t })))), h('tbody', {}, eventRows)));
-      view.replaceChildren(header, ...activities, history_);
+      view.replaceChildren(header, ...activities, ...signalCard, history_);
     });
   }
 

@@ -212,6 +212,21 @@ pub(super) fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<Value> {
     serde_json::to_value(value).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+pub(super) fn signal_row(r: &PgRow) -> StoreResult<SignalRow> {
+    Ok(SignalRow {
+        seq: r.try_get("seq")?,
+        id: r.try_get("id")?,
+        name: r.try_get("name")?,
+        idempotency_key: r.try_get("idempotency_key")?,
+        fingerprint: r.try_get("fingerprint")?,
+        payload: r.try_get("payload")?,
+        received_at: r.try_get("received_at")?,
+        arrival: r.try_get("arrival")?,
+        consumed_at: r.try_get("consumed_at")?,
+        consumed_by: r.try_get("consumed_by")?,
+    })
+}
+
 pub(super) fn status_words(statuses: &[AttemptStatus]) -> Vec<String> {
     statuses.iter().map(|s| s.as_str().to_owned()).collect()
 }

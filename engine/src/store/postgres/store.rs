@@ -121,6 +121,15 @@ impl Store for PgStore {
             .await?)
     }
 
+    async fn job_signals(&self, owner: &str, job_id: Uuid) -> StoreResult<Vec<SignalRow>> {
+        let rows = sqlx::query(SIGNALS_OF_JOB_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(signal_row).collect()
+    }
+
     async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>> {
         let row = sqlx::query(JOB_VIEW_SQL)
             .bind(job_id)

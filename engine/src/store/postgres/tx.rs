@@ -844,6 +844,15 @@ impl StoreTx for PgTx {
                     .execute(&mut *self.tx)
                     .await?;
             }
+            Arrival::Signal(seq) => {
+                sqlx::query(RECORD_SIGNAL_ARRIVAL_SQL)
+                    .bind(owner)
+                    .bind(job_id)
+                    .bind(seq)
+                    .bind(number)
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
             Arrival::Timer(seq) => {
                 sqlx::query(RECORD_TIMER_ARRIVAL_SQL)
                     .bind(owner)
@@ -918,6 +927,61 @@ impl StoreTx for PgTx {
                 })
             })
             .collect()
+    }
+
+    async fn insert_signal(&mut self, signal: &NewSignal<'_>) -> StoreResult<Option<SignalRow>> {
+        let row = sqlx::query(INSERT_SIGNAL_SQL)
+            .bind(signal.owner)
+            .bind(signal.job_id)
+            .bind(signal.id)
+            .bind(signal.name)
+            .bind(signal.idempotency_key)
+            .bind(signal.fingerprint)
+            .bind(signal.payload)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(signal_row).transpose()
+    }
+
+    async fn signal_by_key(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        key: &str,
+    ) -> StoreResult<Option<SignalRow>> {
+        let row = sqlx::query(SIGNAL_BY_KEY_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(key)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(signal_row).transpose()
+    }
+
+    async fn signals_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<SignalRow>> {
+        let rows = sqlx::query(SIGNALS_OF_JOB_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(signal_row).collect()
+    }
+
+    async fn consume_signal(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seq: i64,
+        position: i32,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(CONSUME_SIGNAL_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(seq)
+            .bind(position)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>> {

@@ -66,6 +66,21 @@ pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("unknown {what} `{value}`"))
 }
 
+pub(super) fn signal_row(r: &SqliteRow) -> StoreResult<SignalRow> {
+    Ok(SignalRow {
+        seq: r.try_get("seq")?,
+        id: uid(r, "id")?,
+        name: r.try_get("name")?,
+        idempotency_key: r.try_get("idempotency_key")?,
+        fingerprint: r.try_get("fingerprint")?,
+        payload: json(r, "payload")?,
+        received_at: req_ts(r, "received_at")?,
+        arrival: r.try_get("arrival")?,
+        consumed_at: opt_ts(r, "consumed_at")?,
+        consumed_by: r.try_get("consumed_by")?,
+    })
+}
+
 pub(super) fn schedule_row(row: &SqliteRow) -> StoreResult<ScheduleRow> {
     let overlap: String = row.try_get("overlap")?;
     let count =

@@ -211,6 +211,21 @@ pub(super) const ACTIVITY_ARRIVALS_OF_JOB_SQL: &str =
 /// A job's timers by position.
 pub(super) const TIMERS_OF_JOB_SQL: &str = include_str!("sql/timers_of_job.sql");
 
+/// Records a signal as its job's next unless its key was used (invariant 9).
+pub(super) const INSERT_SIGNAL_SQL: &str = include_str!("sql/insert_signal.sql");
+
+/// The signal a job holds under an idempotency key.
+pub(super) const SIGNAL_BY_KEY_SQL: &str = include_str!("sql/signal_by_key.sql");
+
+/// A job's signals in the order they were recorded.
+pub(super) const SIGNALS_OF_JOB_SQL: &str = include_str!("sql/signals_of_job.sql");
+
+/// Hands a signal to the wait at a workflow position, once.
+pub(super) const CONSUME_SIGNAL_SQL: &str = include_str!("sql/consume_signal.sql");
+
+/// Records when (in the job's arrival order) a signal arrived.
+pub(super) const RECORD_SIGNAL_ARRIVAL_SQL: &str = include_str!("sql/record_signal_arrival.sql");
+
 /// Locks (without waiting) up to `limit` due, unfired timers with their jobs.
 pub(super) const LOCK_DUE_TIMERS_SQL: &str = include_str!("sql/lock_due_timers.sql");
 
@@ -257,6 +272,9 @@ pub(super) const DELETE_PRUNED_JOB_EVENTS_SQL: &str =
 
 /// Retention: deletes the chosen jobs' timers.
 pub(super) const DELETE_PRUNED_TIMERS_SQL: &str = include_str!("sql/delete_pruned_timers.sql");
+
+/// Retention: deletes the chosen jobs' signals.
+pub(super) const DELETE_PRUNED_SIGNALS_SQL: &str = include_str!("sql/delete_pruned_signals.sql");
 
 /// Retention, last: deletes the chosen jobs (`?` a JSON array of [owner, id]).
 pub(super) const DELETE_PRUNED_JOB_ROWS_SQL: &str = include_str!("sql/delete_pruned_job_rows.sql");

@@ -68,6 +68,15 @@ impl Store for SqliteStore {
             .await?)
     }
 
+    async fn job_signals(&self, owner: &str, job_id: Uuid) -> StoreResult<Vec<SignalRow>> {
+        let rows = sqlx::query(SIGNALS_OF_JOB_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(signal_row).collect()
+    }
+
     async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>> {
         let row = sqlx::query(JOB_VIEW_SQL)
             .bind(job_id.to_string())
@@ -299,6 +308,7 @@ impl Store for SqliteStore {
             DELETE_PRUNED_ACTIVITIES_SQL,
             DELETE_PRUNED_JOB_EVENTS_SQL,
             DELETE_PRUNED_TIMERS_SQL,
+            DELETE_PRUNED_SIGNALS_SQL,
             DELETE_PRUNED_JOB_ROWS_SQL,
         ] {
             sqlx::query(delete)

@@ -19,6 +19,8 @@ WITH doomed AS (
     DELETE FROM job_events e USING doomed d WHERE e.owner_id = $1 AND e.job_id = d.id
 ), gone_timers AS (
     DELETE FROM timers t USING doomed d WHERE t.owner_id = $1 AND t.job_id = d.id
+), gone_signals AS (
+    DELETE FROM signals s USING doomed d WHERE s.owner_id = $1 AND s.job_id = d.id
 ), gone AS (
     DELETE FROM jobs j USING doomed d WHERE j.owner_id = $1 AND j.id = d.id RETURNING 1
 )

@@ -1,5 +1,5 @@
 -- Retention, second statement, in the same transaction once the jobs are locked: deletes
--- each with its activities, attempts, events and timers. It runs apart from the lock so
+-- each with its activities, attempts, events, timers and signals. It runs apart from the lock so
 -- that its snapshot is taken after the locks are held: rows a transaction added to a job
 -- just before this one locked it (a replay's event) are seen and deleted with it, never
 -- left behind; every writer of a job's rows holds the job's row lock or creates the job.
@@ -23,6 +23,8 @@ WITH doomed AS (
     DELETE FROM job_events e USING doomed d WHERE e.owner_id = d.owner_id AND e.job_id = d.id
 ), gone_timers AS (
     DELETE FROM timers t USING doomed d WHERE t.owner_id = d.owner_id AND t.job_id = d.id
+), gone_signals AS (
+    DELETE FROM signals s USING doomed d WHERE s.owner_id = d.owner_id AND s.job_id = d.id
 ), gone AS (
     DELETE FROM jobs j USING doomed d WHERE j.owner_id = d.owner_id AND j.id = d.id RETURNING 1
 )
