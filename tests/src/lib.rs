@@ -351,7 +351,10 @@ impl TestDb {
                                      WHERE a.owner_id = t.owner_id AND a.id = t.activity_id AND a.job_id = t.job_id)
                  UNION ALL
                  SELECT 'timers' FROM timers t
-                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = t.owner_id AND j.id = t.job_id)",
+                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = t.owner_id AND j.id = t.job_id)
+                 UNION ALL
+                 SELECT 'signals' FROM signals s
+                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = s.owner_id AND j.id = s.job_id)",
             )
             .await;
         assert!(

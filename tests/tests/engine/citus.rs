@@ -50,6 +50,7 @@ async fn every_table_is_distributed_by_owner_or_a_reference_table_after_migrate_
             "jobs:by owner_id with jobs",
             "schedule_events:by owner_id with jobs",
             "schedules:by owner_id with jobs",
+            "signals:by owner_id with jobs",
             "timers:by owner_id with jobs",
         ]
     );

@@ -131,6 +131,24 @@ rules! {
         assert_eq!(replay.job.id, recent);
     }
 
+    async fn a_pruned_workflow_job_takes_its_signals_with_it(db) {
+        let engine = db.engine();
+        let request = onceflow_engine::JobRequest::from_json(&json!({"workflow": "approval", "input": {}})).unwrap();
+        let pruned = engine.submit(ALICE, "pruned", &request).await.unwrap().job.id;
+        let kept = engine.submit(ALICE, "kept", &request).await.unwrap().job.id;
+        let approve = onceflow_engine::SignalRequest::from_json(&json!({"name": "approve", "payload": {"by": "ann"}})).unwrap();
+        for job in [pruned, kept] {
+            engine.signal(&owner(ALICE), job, "click", &approve).await.unwrap();
+        }
+        engine.cancel_job(&owner(ALICE), pruned).await.unwrap();
+        let old = db.clock().await;
+        retention_passes().await;
+        let fresh = db.clock().await;
+        assert_eq!(engine.prune_finished_jobs(retention_between(db, old, fresh).await, 10).await.unwrap(), 1);
+        assert_eq!(db.count(&format!("SELECT count(*) FROM signals WHERE job_id = '{pruned}'")).await, 0);
+        assert_eq!(db.count(&format!("SELECT count(*) FROM signals WHERE job_id = '{kept}'")).await, 1, "an open job keeps its signals");
+    }
+
     async fn schedule_events_past_retention_are_pruned_and_the_schedule_is_kept(db) {
         let engine = db.engine();
         let body = |paused: bool| ScheduleRequestBody {
