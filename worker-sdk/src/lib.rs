@@ -100,7 +100,8 @@ pub use provider::output_contract;
 pub use secret::SecretToken;
 pub use worker::{CertificationReport, Worker, WorkerBuilder, WorkerStats};
 pub use workflow::{
-    ActivityCall, ActivityFailed, ActivityFuture, Sleep, WorkflowContext, WorkflowError,
+    ActivityCall, ActivityFailed, ActivityFuture, ChildWorkflowCall, ChildWorkflowFuture, Sleep,
+    WorkflowContext, WorkflowError,
 };
 
 /// `docs/workflows.md`, whose Rust blocks are compiled as doctests (`cargo test --doc -p
