@@ -7,7 +7,8 @@ use uuid::Uuid;
 use super::{actor, retry_transient, visible, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{
-    event, ActivityStatus, AttemptStatus, AttemptView, ErrorInfo, JobStatus, JobView, Scope,
+    event, ActivityStatus, AttemptStatus, AttemptView, ErrorInfo, JobKind, JobStatus, JobView,
+    Scope,
 };
 use crate::store::{JobClosing, LiveAttemptsCancellation};
 
@@ -185,10 +186,14 @@ impl Engine {
     pub async fn cancel_job(&self, scope: &Scope, job_id: Uuid) -> Result<JobView, EngineError> {
         let owner = self.owner_of_job(scope, job_id).await?;
         retry_transient!(self.cancel_job_once(&owner, job_id))?;
+        let view = self.job(scope, job_id).await?;
         // After the job's own cancellation committed (so a child closing at the same
-        // time, which locks child then parent, never waits on this in a cycle).
-        self.cancel_children(&owner, job_id).await;
-        self.job(scope, job_id).await
+        // time, which locks child then parent, never waits on this in a cycle). Only a
+        // workflow job has children.
+        if view.kind == JobKind::Workflow {
+            self.cancel_children(&owner, job_id).await;
+        }
+        Ok(view)
     }
 
     async fn cancel_job_once(&self, owner: &str, job_id: Uuid) -> Result<(), EngineError> {
