@@ -331,6 +331,12 @@ pub struct JobView {
     pub updated_at: DateTime<Utc>,
     /// When the job closed; `None` while it is open.
     pub finished_at: Option<DateTime<Utc>>,
+    /// The workflow job that started this one as its child; `null` for a top-level job.
+    #[serde(default)]
+    pub parent_job_id: Option<Uuid>,
+    /// The child jobs this workflow started, by position (empty for none).
+    #[serde(default)]
+    pub children: Vec<Uuid>,
     /// Its activities in order, each with its attempts.
     pub activities: Vec<ActivityView>,
     /// A workflow job's signals in the order they were recorded, consumed or not; only
@@ -568,6 +574,12 @@ pub mod event {
     pub const SIGNAL_RECEIVED: &str = "signal_received";
     /// A workflow took a signal at one of its waits.
     pub const SIGNAL_CONSUMED: &str = "signal_consumed";
+    /// A workflow started a child workflow job (on the parent: `seq`, `child_job_id`,
+    /// `workflow`).
+    pub const CHILD_STARTED: &str = "child_started";
+    /// A child workflow job reached a final status (on the parent: `child_job_id`,
+    /// `status`).
+    pub const CHILD_FINISHED: &str = "child_finished";
 }
 
 status_enum! {

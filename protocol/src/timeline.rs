@@ -33,6 +33,13 @@ pub fn render_timeline(job: &JobView, events: &[JobEvent]) -> String {
             .map(|t| format!("  finished {}", short_time(&t.to_rfc3339())))
             .unwrap_or_default(),
     ));
+    if let Some(parent) = job.parent_job_id {
+        out.push_str(&format!("parent {parent}\n"));
+    }
+    if !job.children.is_empty() {
+        let children: Vec<String> = job.children.iter().map(ToString::to_string).collect();
+        out.push_str(&format!("children {}\n", children.join(", ")));
+    }
     if let Some(result) = &job.result {
         out.push_str(&format!("result {result}\n"));
     }

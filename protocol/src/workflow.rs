@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::api::ActivityOptionsBody;
-use crate::model::{ActivityStatus, ActivityTask, ErrorInfo};
+use crate::model::{ActivityStatus, ActivityTask, ErrorInfo, JobStatus};
 
 /// A task handed to a worker by `POST /v1/worker/poll`: run an attempt, or replay a
 /// workflow.
@@ -114,13 +114,41 @@ pub enum JournalEntry {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         arrival: Option<i64>,
     },
+    /// A child workflow job the workflow started (idempotency key
+    /// `{parent_job_id}:child:{seq}`, so it is started once).
+    Child {
+        /// Its position.
+        seq: i32,
+        /// The workflow the child runs.
+        workflow: String,
+        /// The input it was started with (replay must ask for the same).
+        #[schema(value_type = Object)]
+        input: Value,
+        /// The child job.
+        child_job_id: Uuid,
+        /// Where the child stands; `succeeded`, `failed` and `cancelled` are final.
+        status: JobStatus,
+        /// The child's result, once `succeeded`.
+        #[schema(value_type = Option<Object>)]
+        result: Option<Value>,
+        /// Why it failed or was cancelled (`job_cancelled`), once final.
+        error: Option<ErrorInfo>,
+        /// When it reached its final status.
+        finished_at: Option<DateTime<Utc>>,
+        /// Its outcome's place in the order the parent's outcomes arrived (see the
+        /// activity's); `None` while it is open.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arrival: Option<i64>,
+    },
 }
 
 impl JournalEntry {
     /// The entry's position.
     pub fn seq(&self) -> i32 {
         match self {
-            JournalEntry::Activity { seq, .. } | JournalEntry::Timer { seq, .. } => *seq,
+            JournalEntry::Activity { seq, .. }
+            | JournalEntry::Timer { seq, .. }
+            | JournalEntry::Child { seq, .. } => *seq,
         }
     }
 
@@ -128,9 +156,9 @@ impl JournalEntry {
     /// numbered.
     pub fn arrival(&self) -> Option<i64> {
         match self {
-            JournalEntry::Activity { arrival, .. } | JournalEntry::Timer { arrival, .. } => {
-                *arrival
-            }
+            JournalEntry::Activity { arrival, .. }
+            | JournalEntry::Timer { arrival, .. }
+            | JournalEntry::Child { arrival, .. } => *arrival,
         }
     }
 }
@@ -167,6 +195,20 @@ pub enum WorkflowCommand {
         seq: i32,
         /// The signal it takes (its `seq` among the job's signals).
         signal_seq: i64,
+    },
+    /// Start a child workflow job at a new position: a workflow job of the same owner with
+    /// idempotency key `{parent_job_id}:child:{seq}`; its final status wakes the parent.
+    StartChild {
+        /// The position.
+        seq: i32,
+        /// The workflow the child runs.
+        workflow: String,
+        /// Its input.
+        #[schema(value_type = Object)]
+        input: Value,
+        /// Its task queue; the parent's when `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task_queue: Option<String>,
     },
     /// The workflow returned: the job succeeds with this result.
     CompleteJob {

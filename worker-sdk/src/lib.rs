@@ -100,7 +100,8 @@ pub use provider::output_contract;
 pub use secret::SecretToken;
 pub use worker::{CertificationReport, Worker, WorkerBuilder, WorkerStats};
 pub use workflow::{
-    ActivityCall, ActivityFailed, ActivityFuture, SignalWait, SignalWaitWithTimeout, Sleep,
+    ActivityCall, ActivityFailed, ActivityFuture, ChildWorkflowCall, ChildWorkflowFuture,
+    SignalWait, SignalWaitWithTimeout, Sleep,
     WorkflowContext, WorkflowError,
 };
 

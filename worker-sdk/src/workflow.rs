@@ -1,8 +1,9 @@
 //! Workflows as Rust code: an `async fn(WorkflowContext, In) -> Result<Out, WorkflowError>`
 //! replayed against the job's journal. Each call to [`WorkflowContext::activity`],
-//! [`WorkflowContext::sleep`] or [`WorkflowContext::wait_signal`] takes the next position; a position already in the journal
-//! returns its recorded outcome, the first one that is not becomes a command and the
-//! replay stops there. Recorded outcomes are delivered in the order they arrived (the
+//! [`WorkflowContext::sleep`], [`WorkflowContext::wait_signal`] or
+//! [`WorkflowContext::child_workflow`] takes the next position; a position already in the
+//! journal returns its recorded outcome, the first one that is not becomes a command and
+//! the replay stops there. Recorded outcomes are delivered in the order they arrived (the
 //! journal's `arrival`), one at a time, so a race (`select!`) takes the branch of the
 //! outcome that arrived first on every replay. Signals are delivered at their place in
 //! the same order, and a wait takes the one its history gave it. Replaying is side-effect free, so it can
@@ -19,7 +20,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use onceflow_protocol::model::{ActivityOptions, ActivityStatus, ErrorInfo, Failover, RetryPolicy};
+use onceflow_protocol::model::{
+    ActivityOptions, ActivityStatus, ErrorInfo, Failover, JobStatus, RetryPolicy,
+};
 use onceflow_protocol::workflow::{JournalEntry, RecordedSignal, WorkflowCommand, WorkflowTask};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -139,6 +142,29 @@ impl WorkflowContext {
         }
     }
 
+    /// Starts workflow `name` as a child job with `input`; await it for the child's
+    /// result. The child is a workflow job of the same owner with idempotency key
+    /// `{parent_job_id}:child:{seq}`, so however often this workflow is replayed it is
+    /// started once. It runs on this workflow's task queue unless
+    /// [`ChildWorkflowCall::task_queue`] says otherwise. The call takes the next position,
+    /// like an activity. Its output is the child's result, or a [`WorkflowError`] with the
+    /// child's error code and message when it failed, and code `job_cancelled` when it
+    /// was cancelled (cancelling this workflow's job cancels its open children too).
+    pub fn child_workflow<O: DeserializeOwned>(
+        &self,
+        name: &str,
+        input: impl Serialize,
+    ) -> ChildWorkflowCall<O> {
+        ChildWorkflowCall {
+            ctx: self.clone(),
+            seq: self.next_seq(),
+            workflow: name.to_owned(),
+            input: serde_json::to_value(input).map_err(|e| e.to_string()),
+            task_queue: None,
+            _output: PhantomData,
+        }
+    }
+
     /// A durable timer: resolves once `duration` has passed on the engine, however many
     /// workers and engines restart meanwhile.
     pub fn sleep(&self, duration: Duration) -> Sleep {
@@ -208,6 +234,9 @@ impl WorkflowContext {
                 format!("activity `{name}` with its recorded input")
             }
             JournalEntry::Timer { .. } => "a timer".to_owned(),
+            JournalEntry::Child { workflow, .. } => {
+                format!("child workflow `{workflow}` with its recorded input")
+            }
         };
         self.mismatch_with(seq, asked, was);
     }
@@ -469,6 +498,153 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                 }
                 Poll::Pending
             }
+        }
+    }
+}
+
+/// A child workflow call from a workflow ([`WorkflowContext::child_workflow`]); set its
+/// task queue, then `.await` it.
+pub struct ChildWorkflowCall<O> {
+    ctx: WorkflowContext,
+    seq: i32,
+    workflow: String,
+    input: Result<Value, String>,
+    task_queue: Option<String>,
+    _output: PhantomData<fn() -> O>,
+}
+
+impl<O: DeserializeOwned> ChildWorkflowCall<O> {
+    /// The task queue the child runs on (this workflow's by default).
+    pub fn task_queue(mut self, task_queue: impl Into<String>) -> Self {
+        self.task_queue = Some(task_queue.into());
+        self
+    }
+}
+
+impl<O: DeserializeOwned> IntoFuture for ChildWorkflowCall<O> {
+    type Output = Result<O, WorkflowError>;
+    type IntoFuture = ChildWorkflowFuture<O>;
+
+    fn into_future(self) -> ChildWorkflowFuture<O> {
+        ChildWorkflowFuture {
+            call: self,
+            emitted: false,
+        }
+    }
+}
+
+/// The future of a [`ChildWorkflowCall`]: the child's result, or its error (`job_cancelled`
+/// when it was cancelled).
+pub struct ChildWorkflowFuture<O> {
+    call: ChildWorkflowCall<O>,
+    emitted: bool,
+}
+
+impl<O: DeserializeOwned> Future for ChildWorkflowFuture<O> {
+    type Output = Result<O, WorkflowError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let call = &this.call;
+        let ctx = &call.ctx;
+        let input = match &call.input {
+            Ok(v) => v.clone(),
+            Err(e) => {
+                return Poll::Ready(Err(WorkflowError::with_code(
+                    "invalid_input",
+                    format!("child workflow `{}`: {e}", call.workflow),
+                )));
+            }
+        };
+        let recorded = ctx.replay.borrow().journal.get(&call.seq).cloned();
+        let Some(entry) = recorded else {
+            if let Some(signal) = ctx.signal_taken_at(call.seq) {
+                ctx.mismatch_with(
+                    call.seq,
+                    format!("child workflow `{}`", call.workflow),
+                    format!("a wait that took signal `{signal}`"),
+                );
+                return Poll::Pending;
+            }
+            if !this.emitted {
+                this.emitted = true;
+                ctx.emit(WorkflowCommand::StartChild {
+                    seq: call.seq,
+                    workflow: call.workflow.clone(),
+                    input,
+                    task_queue: call.task_queue.clone(),
+                });
+            }
+            return Poll::Pending;
+        };
+        let JournalEntry::Child {
+            workflow,
+            input: was,
+            status,
+            result,
+            error,
+            finished_at,
+            ..
+        } = &entry
+        else {
+            ctx.mismatch(
+                call.seq,
+                format!("child workflow `{}`", call.workflow),
+                &entry,
+            );
+            return Poll::Pending;
+        };
+        if *workflow != call.workflow || *was != input {
+            ctx.mismatch(
+                call.seq,
+                format!("child workflow `{}`", call.workflow),
+                &entry,
+            );
+            return Poll::Pending;
+        }
+        // Its outcome arrived after one not yet delivered: pending for now.
+        if !ctx.delivered(&entry, cx) {
+            return Poll::Pending;
+        }
+        let failed = |code: &str, default: &str| {
+            let error = error
+                .clone()
+                .unwrap_or_else(|| ErrorInfo::new(code, default));
+            WorkflowError {
+                code: if code == "job_cancelled" {
+                    code.to_owned()
+                } else {
+                    error.code
+                },
+                message: format!("child workflow `{}`: {}", call.workflow, error.message),
+            }
+        };
+        match status {
+            JobStatus::Succeeded => {
+                ctx.advance_clock(*finished_at);
+                let value = result.clone().unwrap_or(Value::Null);
+                Poll::Ready(serde_json::from_value(value).map_err(|e| {
+                    WorkflowError::with_code(
+                        "invalid_result",
+                        format!(
+                            "child workflow `{}`: the result does not read as the expected type: {e}",
+                            call.workflow
+                        ),
+                    )
+                }))
+            }
+            JobStatus::Failed => {
+                ctx.advance_clock(*finished_at);
+                Poll::Ready(Err(failed("child_failed", "the child workflow failed")))
+            }
+            JobStatus::Cancelled => {
+                ctx.advance_clock(*finished_at);
+                Poll::Ready(Err(failed(
+                    "job_cancelled",
+                    "the child workflow was cancelled",
+                )))
+            }
+            JobStatus::Queued | JobStatus::Running => Poll::Pending,
         }
     }
 }

@@ -10,7 +10,8 @@ use super::batch::Settled;
 use super::{actor, retry_transient, ClaimRequest, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{
-    event, ActivityTask, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, Scope,
+    event, ActivityTask, AttemptStatus, CompletionOutcome, Contract, ErrorInfo, JobKind, JobStatus,
+    Scope,
 };
 use crate::store::{ActivityResultCommit, Arrival, AttemptEnding, LiveAttemptsCancellation};
 use crate::store::{AttemptRow, ClaimFilter, JobRow, LockedAttempt, StoreTx, WinningResult};
@@ -610,6 +611,8 @@ impl Engine {
                     actor::ENGINE,
                     json!({ "completed_by": attempt.id }),
                 );
+                // An activity job has no parent: this changes nothing, and takes no lock.
+                self.job_closed(tx, job, JobStatus::Succeeded).await?;
             }
             // The slot is taken: no other attempt of this activity may run on. Only a
             // cancelled winner can have a live sibling (invariant 2: a live winner was

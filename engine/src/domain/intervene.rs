@@ -7,7 +7,8 @@ use uuid::Uuid;
 use super::{actor, retry_transient, visible, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{
-    event, ActivityStatus, AttemptStatus, AttemptView, ErrorInfo, JobStatus, JobView, Scope,
+    event, ActivityStatus, AttemptStatus, AttemptView, ErrorInfo, JobKind, JobStatus, JobView,
+    Scope,
 };
 use crate::store::{JobClosing, LiveAttemptsCancellation};
 
@@ -178,11 +179,21 @@ impl Engine {
     /// Guarantees: the job becomes `cancelled`, its open activities close (so every later
     /// result is `lost`), and its live attempts become `cancelled` (their heartbeats then
     /// answer `cancel_requested: true`). Repeating answers the cancelled job again. A job
-    /// already `succeeded` or `failed` answers [`EngineError::JobFinished`].
+    /// already `succeeded` or `failed` answers [`EngineError::JobFinished`]. A child job
+    /// wakes its parent in the same transaction. Then, each in a transaction of its own,
+    /// its open child jobs are cancelled the same way (grandchildren too); a child already
+    /// finished is left alone.
     pub async fn cancel_job(&self, scope: &Scope, job_id: Uuid) -> Result<JobView, EngineError> {
         let owner = self.owner_of_job(scope, job_id).await?;
         retry_transient!(self.cancel_job_once(&owner, job_id))?;
-        self.job(scope, job_id).await
+        let view = self.job(scope, job_id).await?;
+        // After the job's own cancellation committed (so a child closing at the same
+        // time, which locks child then parent, never waits on this in a cycle). Only a
+        // workflow job has children.
+        if view.kind == JobKind::Workflow {
+            self.cancel_children(&owner, job_id).await;
+        }
+        Ok(view)
     }
 
     async fn cancel_job_once(&self, owner: &str, job_id: Uuid) -> Result<(), EngineError> {
@@ -223,6 +234,8 @@ impl Engine {
             return Err(EngineError::JobFinished);
         }
         events.push(event::JOB_CANCELLED, None, &who, json!({}));
+        self.job_closed(tx.as_mut(), &job, JobStatus::Cancelled)
+            .await?;
         events.flush(tx.as_mut(), &self.metrics).await?;
         tx.commit().await?;
         tracing::info!(%job_id, owner, "job cancelled");

@@ -14,6 +14,7 @@
 //! - read views: `views.rs`.
 
 mod batch;
+mod children;
 mod clock;
 mod commit;
 mod contracts;

@@ -198,6 +198,7 @@ impl Engine {
                 actor::ENGINE,
                 json!({ "error": error }),
             );
+            self.job_closed(tx, job, JobStatus::Failed).await?;
         }
         if job.kind == JobKind::Workflow {
             // The activity failed for good: the workflow sees the error and decides.

@@ -23,6 +23,9 @@ pub struct ReapReport {
     pub expired: u64,
     /// Durable timers that fired.
     pub timers_fired: u64,
+    /// Open child jobs of cancelled parents, now cancelled (a parent's cancel cascade
+    /// cut short, e.g. by a crash).
+    pub children_cancelled: u64,
     /// Attempts that failed in a transaction of their own (a stored row that no longer
     /// parses, say): each was logged and counted
     /// (`onceflow_pass_item_failures_total{pass="reaper"}`), left as it was, and is tried
@@ -82,6 +85,7 @@ impl Engine {
                 break;
             }
         }
+        report.children_cancelled = self.cancel_children_of_cancelled_parents().await?;
         Ok(report)
     }
 

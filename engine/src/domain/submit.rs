@@ -598,6 +598,7 @@ impl Rows {
             activity,
             task_queue: request.task_queue.clone(),
             input: request.input.clone(),
+            parent_job_id: None,
         };
         let mut events = Events::for_job(owner, job.id);
         events.push(
@@ -684,6 +685,9 @@ fn created_view(inserted: JobRow, activities: Vec<ActivityView>) -> JobView {
         created_at: inserted.created_at,
         updated_at: inserted.updated_at,
         finished_at: inserted.finished_at,
+        parent_job_id: inserted.parent_job_id,
+        // A job just created has started nothing yet.
+        children: Vec::new(),
         activities,
         signals: None,
     }

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use serde_json::json;
 use uuid::Uuid;
 
+use super::children::{journal_entry, StartChild};
 use super::intervene::close_open_activities;
 use super::signals::recorded_signals;
 use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
-use crate::model::{event, ActivityStatus, ErrorInfo, JobKind, Scope};
+use crate::model::{event, ActivityStatus, ErrorInfo, JobKind, JobStatus, Scope};
 use crate::request::{canonical_json, JobRequest, JobTarget};
 use crate::store::{Arrival, JobClosing, JobResultCommit};
 use crate::store::{JobRow, NewActivity, NewAttempt, StoreTx, WorkflowClaimFilter};
@@ -319,6 +320,44 @@ impl Engine {
                     json!({ "seq": seq, "duration_ms": duration_ms }),
                 );
             }
+            WorkflowCommand::StartChild {
+                seq,
+                workflow,
+                input,
+                task_queue,
+            } => {
+                if *seq < 0 {
+                    return Err(EngineError::invalid_request(
+                        "commands: seq must not be negative",
+                    ));
+                }
+                match at(*seq) {
+                    Some(JournalEntry::Child {
+                        workflow: was_workflow,
+                        input: was,
+                        ..
+                    }) if was_workflow == workflow
+                        && canonical_json(was) == canonical_json(input) =>
+                    {
+                        return Ok(None);
+                    }
+                    Some(other) => {
+                        return Ok(Some(nondeterminism(
+                            *seq,
+                            &format!("child workflow `{workflow}`"),
+                            other,
+                        )))
+                    }
+                    None => {}
+                }
+                let start = StartChild {
+                    seq: *seq,
+                    workflow,
+                    input,
+                    task_queue: task_queue.as_deref(),
+                };
+                return self.start_child(tx, events, job, &start).await;
+            }
             WorkflowCommand::CompleteJob { result } => {
                 if tx
                     .commit_job_result(&JobResultCommit {
@@ -346,6 +385,7 @@ impl Engine {
                     )
                     .await?;
                     events.push(event::JOB_SUCCEEDED, None, actor::ENGINE, json!({}));
+                    self.job_closed(tx, job, JobStatus::Succeeded).await?;
                 }
             }
             WorkflowCommand::FailJob { error } => {
@@ -354,7 +394,7 @@ impl Engine {
                         owner,
                         job_id: job.id,
                         version,
-                        status: crate::model::JobStatus::Failed,
+                        status: JobStatus::Failed,
                         error: Some(error),
                     })
                     .await?
@@ -380,6 +420,7 @@ impl Engine {
                         actor::ENGINE,
                         json!({ "error": error }),
                     );
+                    self.job_closed(tx, job, JobStatus::Failed).await?;
                 }
             }
             WorkflowCommand::ConsumeSignal { seq, signal_seq } => {
@@ -487,6 +528,9 @@ fn nondeterminism(seq: i32, asked: &str, recorded: &JournalEntry) -> ErrorInfo {
             format!("activity `{name}` (with its recorded input)")
         }
         JournalEntry::Timer { .. } => "a timer".to_owned(),
+        JournalEntry::Child { workflow, .. } => {
+            format!("child workflow `{workflow}` (with its recorded input)")
+        }
     };
     ErrorInfo::new(
         "nondeterminism",
@@ -537,6 +581,12 @@ pub(crate) async fn journal(
                 fired_at: t.fired_at,
                 arrival: t.arrival,
             }),
+    );
+    entries.extend(
+        tx.children_of_job(&job.owner_id, job.id)
+            .await?
+            .into_iter()
+            .filter_map(|child| journal_entry(job.id, child)),
     );
     entries.sort_by_key(JournalEntry::seq);
     Ok(entries)

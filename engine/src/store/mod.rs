@@ -118,11 +118,18 @@ pub trait Store: Send + Sync + 'static {
     /// The owner of a job visible in `scope`.
     async fn job_owner(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<String>>;
 
-    /// A job visible in `scope`, with its activities and attempts.
+    /// A job visible in `scope`, with its activities and attempts, and its parent and
+    /// children.
     async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>>;
 
     /// A job's signals in the order they were recorded, read now.
     async fn job_signals(&self, owner: &str, job_id: Uuid) -> StoreResult<Vec<SignalRow>>;
+    /// Up to `limit` open (`queued` or `running`) child jobs whose parent is `cancelled`,
+    /// as `(owner, child id)`; reads only, locks nothing.
+    async fn open_children_of_cancelled_parents(
+        &self,
+        limit: i64,
+    ) -> StoreResult<Vec<(String, Uuid)>>;
 
     /// The jobs `(owner, id)` with their activities and attempts, in any order; jobs
     /// that do not exist are left out.
@@ -606,6 +613,10 @@ pub trait StoreTx: Send {
         job_id: Uuid,
         arrived: Arrival,
     ) -> StoreResult<()>;
+
+    /// A workflow job's children (the jobs it started, `parent_job_id` = `parent`) by
+    /// position, each with its outcome's number in the parent's arrival order.
+    async fn children_of_job(&mut self, owner: &str, parent: Uuid) -> StoreResult<Vec<ChildRow>>;
 
     /// The arrival numbers of a job's activities whose outcome arrived: `(seq, arrival)`
     /// by position.

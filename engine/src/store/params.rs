@@ -31,6 +31,8 @@ pub struct NewJob {
     pub task_queue: String,
     /// The job's input.
     pub input: Value,
+    /// The workflow job starting it as its child; `None` for a submitted job.
+    pub parent_job_id: Option<Uuid>,
 }
 
 /// An activity to insert (status `scheduled`, version 0).

@@ -55,6 +55,20 @@ pub struct JobRow {
     pub wf_lease_token: Option<Uuid>,
     /// Workflow jobs: parked (e.g. non-determinism); no more workflow tasks.
     pub wf_parked: bool,
+    /// The workflow job that started this one as its child; `None` for a top-level job.
+    /// Set at the insert, never changed.
+    pub parent_job_id: Option<Uuid>,
+}
+
+/// A child job of a workflow, as [`StoreTx::children_of_job`](super::StoreTx::children_of_job)
+/// returns it.
+#[derive(Debug, Clone)]
+pub struct ChildRow {
+    /// The child job.
+    pub job: JobRow,
+    /// Its outcome's number in the parent's arrival order; `None` until it reached a
+    /// final status while its parent was open.
+    pub arrival: Option<i64>,
 }
 
 /// An activity row.
@@ -224,6 +238,9 @@ pub enum Arrival {
     Activity(Uuid),
     /// The timer at this position fired.
     Timer(i32),
+    /// The child job with this id reached a final status (its number is recorded on the
+    /// child's row, in the parent's order).
+    Child(Uuid),
     /// The signal with this seq was recorded.
     Signal(i64),
 }
@@ -404,6 +421,9 @@ pub(crate) fn view_of(job: JobRow, activities: &[ActivityRow], attempts: &[Attem
         created_at: job.created_at,
         updated_at: job.updated_at,
         finished_at: job.finished_at,
+        parent_job_id: job.parent_job_id,
+        // Filled by the view assembly, which reads them (`children_of_jobs`).
+        children: Vec::new(),
         activities,
         signals: None,
     }

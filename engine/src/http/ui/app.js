@@ -460,7 +460,11 @@
         h('dt', { text: 'Created' }), h('dd', {}, when(job.created_at)),
         h('dt', { text: 'Finished' }), h('dd', {}, when(job.finished_at)),
         h('dt', { text: 'Updated' }), h('dd', {}, when(job.updated_at)),
-        h('dt', { text: 'Version' }), h('dd', { text: String(job.version) }));
+        h('dt', { text: 'Version' }), h('dd', { text: String(job.version) }),
+        ...(job.parent_job_id ? [h('dt', { text: 'Parent' }),
+          h('dd', { id: 'job-parent' }, h('a', { href: '#/jobs/' + job.parent_job_id, class: 'mono', text: job.parent_job_id }))] : []),
+        ...((job.children || []).length ? [h('dt', { text: 'Children' }),
+          h('dd', { id: 'job-children' }, job.children.map((c) => h('a', { href: '#/jobs/' + c, class: 'mono', text: c })).reduce((acc, el) => acc.concat(acc.length ? [', ', el] : [el]), []))] : []));
       const outcome = job.error
         ? h('div', {}, h('h3', { text: 'Error' }), h('pre', { class: 'error', id: 'job-error', text: job.error.code + ': ' + job.error.message }))
         : h('div', {}, h('h3', { text: 'Result' }), job.result === null ? h('p', { class: 'muted', text: job.status === 'succeeded' ? 'null' : 'not yet' }) : h('div', { id: 'job-result' }, json(job.result)));

@@ -103,6 +103,7 @@ pub(super) fn job_row_in(row: Cols) -> StoreResult<JobRow> {
         wf_ready: row.get("wf_ready")?,
         wf_lease_token: row.get("wf_lease_token")?,
         wf_parked: row.get("wf_parked")?,
+        parent_job_id: row.get("parent_job_id")?,
     })
 }
 
@@ -257,5 +258,6 @@ pub(super) fn inserted_job_row(job: &NewJob, row: &PgRow) -> StoreResult<JobRow>
         wf_ready: false,
         wf_lease_token: None,
         wf_parked: false,
+        parent_job_id: None,
     })
 }

@@ -289,6 +289,22 @@ pub(super) const RECORD_ACTIVITY_ARRIVAL_SQL: &str =
 /// Records when (in the job's arrival order) a timer fired.
 pub(super) const RECORD_TIMER_ARRIVAL_SQL: &str = include_str!("sql/record_timer_arrival.sql");
 
+/// Records when (in its parent's arrival order) a child job's outcome arrived.
+pub(super) const RECORD_CHILD_ARRIVAL_SQL: &str = include_str!("sql/record_child_arrival.sql");
+
+/// A workflow job's children by position, with their arrival numbers (the journal, the
+/// cancel cascade).
+pub(super) const CHILDREN_OF_JOB_SQL: &str = include_str!("sql/children_of_job.sql");
+
+/// Views: the children of the jobs (owner `$1[i]`, parent `$2[i]`), by parent and
+/// position; one index probe per parent (see ARRAY_LOOKUPS).
+pub(super) const CHILDREN_OF_JOBS_SQL: &str = include_str!("sql/children_of_jobs.sql");
+
+/// Reaper: open children whose parent was cancelled (a crash between a parent's cancel
+/// and its cascade).
+pub(super) const OPEN_CHILDREN_OF_CANCELLED_PARENTS_SQL: &str =
+    include_str!("sql/open_children_of_cancelled_parents.sql");
+
 /// The arrival numbers of a job's activities whose outcome has arrived, by position.
 pub(super) const ACTIVITY_ARRIVALS_OF_JOB_SQL: &str =
     include_str!("sql/activity_arrivals_of_job.sql");
@@ -340,6 +356,10 @@ pub(super) const APPEND_SCHEDULE_EVENTS_SQL: &str = include_str!("sql/append_sch
 
 /// activities_of_jobs.sql on Citus: the activities of the jobs (owner `$1[i]`, job
 /// `$2[i]`), by job and position.
+/// children_of_jobs.sql on Citus: the children of the jobs (owner `$1[i]`, parent
+/// `$2[i]`), by parent and position.
+pub(super) const CITUS_CHILDREN_OF_JOBS_SQL: &str = include_str!("sql/citus_children_of_jobs.sql");
+
 pub(super) const CITUS_ACTIVITIES_OF_JOBS_SQL: &str =
     include_str!("sql/citus_activities_of_jobs.sql");
 

@@ -144,6 +144,16 @@ impl Store for PgStore {
         )
     }
 
+    async fn open_children_of_cancelled_parents(
+        &self,
+        limit: i64,
+    ) -> StoreResult<Vec<(String, Uuid)>> {
+        Ok(sqlx::query_as(OPEN_CHILDREN_OF_CANCELLED_PARENTS_SQL)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
     async fn job_views(&self, jobs: &[(String, Uuid)]) -> StoreResult<Vec<JobView>> {
         let (owners, ids): (Vec<String>, Vec<Uuid>) = jobs.iter().cloned().unzip();
         let rows = sqlx::query(JOB_VIEWS_SQL)
@@ -211,15 +221,20 @@ impl Store for PgStore {
                 attempts.push(attempt_row(row)?);
             }
         }
-        Ok(Some(
-            replayed
-                .into_iter()
-                .map(|(job, activities, attempts)| ReplayedJob {
-                    view: Some(view_of(job.clone(), &activities, &attempts)),
-                    job,
-                })
-                .collect(),
-        ))
+        let mut replayed: Vec<ReplayedJob> = replayed
+            .into_iter()
+            .map(|(job, activities, attempts)| ReplayedJob {
+                view: Some(view_of(job.clone(), &activities, &attempts)),
+                job,
+            })
+            .collect();
+        // A workflow job's children, read after the statement (they only ever grow).
+        let mut views: Vec<&mut JobView> = replayed
+            .iter_mut()
+            .filter_map(|r| r.view.as_mut())
+            .collect();
+        add_children(&self.pool, &mut views, false).await?;
+        Ok(Some(replayed))
     }
 
     async fn job_events(

@@ -121,6 +121,7 @@ impl StoreTx for PgTx {
             .bind(&job.activity)
             .bind(&job.task_queue)
             .bind(&job.input)
+            .bind(job.parent_job_id)
             .fetch_optional(&mut *self.tx)
             .await?;
         row.as_ref().map(job_row).transpose()
@@ -862,9 +863,34 @@ impl StoreTx for PgTx {
                     .execute(&mut *self.tx)
                     .await?;
             }
+            Arrival::Child(child_id) => {
+                sqlx::query(RECORD_CHILD_ARRIVAL_SQL)
+                    .bind(owner)
+                    .bind(job_id)
+                    .bind(child_id)
+                    .bind(number)
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
         }
         self.notify_work(&queue).await?;
         Ok(())
+    }
+
+    async fn children_of_job(&mut self, owner: &str, parent: Uuid) -> StoreResult<Vec<ChildRow>> {
+        let rows = sqlx::query(CHILDREN_OF_JOB_SQL)
+            .bind(owner)
+            .bind(parent)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ChildRow {
+                    job: job_row(r)?,
+                    arrival: r.try_get("parent_arrival")?,
+                })
+            })
+            .collect()
     }
 
     async fn activity_arrivals_of_job(

@@ -132,6 +132,7 @@ pub(super) fn job_row(row: &SqliteRow) -> StoreResult<JobRow> {
         wf_ready: row.try_get("wf_ready")?,
         wf_lease_token: opt_uid(row, "wf_lease_token")?,
         wf_parked: row.try_get("wf_parked")?,
+        parent_job_id: opt_uid(row, "parent_job_id")?,
     })
 }
 

@@ -77,6 +77,19 @@ impl Store for SqliteStore {
         rows.iter().map(signal_row).collect()
     }
 
+    async fn open_children_of_cancelled_parents(
+        &self,
+        limit: i64,
+    ) -> StoreResult<Vec<(String, Uuid)>> {
+        let rows = sqlx::query(OPEN_CHILDREN_OF_CANCELLED_PARENTS_SQL)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_id")?, uid(r, "id")?)))
+            .collect()
+    }
+
     async fn job_view(&self, scope: &Scope, job_id: Uuid) -> StoreResult<Option<JobView>> {
         let row = sqlx::query(JOB_VIEW_SQL)
             .bind(job_id.to_string())

@@ -66,6 +66,7 @@ impl StoreTx for SqliteTx {
             .bind(self.now)
             .bind(self.now)
             .bind(job.kind == JobKind::Workflow)
+            .bind(job.parent_job_id.map(|id| id.to_string()))
             .fetch_optional(&mut *self.tx)
             .await?;
         row.as_ref().map(job_row).transpose()
@@ -642,8 +643,33 @@ impl StoreTx for SqliteTx {
                     .execute(&mut *self.tx)
                     .await?;
             }
+            Arrival::Child(child_id) => {
+                sqlx::query(RECORD_CHILD_ARRIVAL_SQL)
+                    .bind(number)
+                    .bind(owner)
+                    .bind(job_id.to_string())
+                    .bind(child_id.to_string())
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
         }
         Ok(())
+    }
+
+    async fn children_of_job(&mut self, owner: &str, parent: Uuid) -> StoreResult<Vec<ChildRow>> {
+        let rows = sqlx::query(CHILDREN_OF_JOB_SQL)
+            .bind(owner)
+            .bind(parent.to_string())
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ChildRow {
+                    job: job_row(r)?,
+                    arrival: r.try_get("parent_arrival")?,
+                })
+            })
+            .collect()
     }
 
     async fn activity_arrivals_of_job(

@@ -1,9 +1,11 @@
 //! Job views: a job's activities and attempts, read job by job.
 
 use sqlx::sqlite::SqlitePool;
+use uuid::Uuid;
 
 use super::decode::*;
 use super::queries::*;
+use crate::error::StoreError;
 use crate::model::JobView;
 use crate::store::*;
 
@@ -31,7 +33,22 @@ pub(super) async fn assemble_views(
             .iter()
             .map(activity_row)
             .collect::<StoreResult<Vec<_>>>()?;
-        views.push(view_of(job, &activities, &attempts));
+        let workflow = job.kind == crate::model::JobKind::Workflow;
+        let mut view = view_of(job, &activities, &attempts);
+        if workflow {
+            let children: Vec<String> = sqlx::query_scalar(VIEW_CHILDREN_OF_JOB_SQL)
+                .bind(&view.owner)
+                .bind(view.id.to_string())
+                .fetch_all(pool)
+                .await?;
+            view.children = children
+                .iter()
+                .map(|id| {
+                    Uuid::parse_str(id).map_err(|e| StoreError::Corrupt(format!("job id: {e}")))
+                })
+                .collect::<StoreResult<_>>()?;
+        }
+        views.push(view);
     }
     Ok(views)
 }

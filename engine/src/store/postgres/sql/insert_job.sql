@@ -2,9 +2,9 @@
 -- row, or `None` when the key was taken.
 -- Invariant 1: one job per (owner, idempotency key); the loser inserts nothing.
 INSERT INTO jobs (owner_id, id, idempotency_key, fingerprint, kind, workflow,
-                  activity, task_queue, input, wf_ready)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $5 = 'workflow')
+                  activity, task_queue, input, wf_ready, parent_job_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $5 = 'workflow', $10)
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, task_queue, input,
     status, version, result, error, completed_by, created_at, updated_at, finished_at, wf_ready,
-    wf_lease_token, wf_parked
+    wf_lease_token, wf_parked, parent_job_id

@@ -2,4 +2,4 @@
 -- The write transaction already holds the database's write lock.
 SELECT owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, task_queue, input,
     status, version, result, error, completed_by, created_at, updated_at, finished_at, wf_ready,
-    wf_lease_token, wf_parked FROM jobs WHERE owner_id = ? AND id = ?
+    wf_lease_token, wf_parked, parent_job_id FROM jobs WHERE owner_id = ? AND id = ?

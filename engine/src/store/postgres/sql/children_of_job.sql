@@ -1,0 +1,9 @@
+-- A workflow job's children (`$1` owner, `$2` parent) by position, with their outcomes'
+-- numbers in the parent's arrival order. By parent on jobs_children (parent and child
+-- share the owner: one shard on Citus). Position order: the keys are
+-- `{parent}:child:{seq}`, equal but for `seq` (decimal, no leading zeros).
+SELECT owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, task_queue, input,
+    status, version, result, error, completed_by, created_at, updated_at, finished_at, wf_ready,
+    wf_lease_token, wf_parked, parent_job_id, parent_arrival FROM jobs
+WHERE owner_id = $1 AND parent_job_id = $2
+ORDER BY length(idempotency_key), idempotency_key

@@ -1,0 +1,8 @@
+-- A workflow job's children by position, with their outcomes' numbers in the parent's
+-- arrival order. Position order: the keys are `{parent}:child:{seq}`, equal but for
+-- `seq` (decimal, no leading zeros).
+SELECT owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, task_queue, input,
+    status, version, result, error, completed_by, created_at, updated_at, finished_at, wf_ready,
+    wf_lease_token, wf_parked, parent_job_id, parent_arrival FROM jobs
+WHERE owner_id = ? AND parent_job_id = ?
+ORDER BY length(idempotency_key), idempotency_key
