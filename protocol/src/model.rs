@@ -331,6 +331,11 @@ pub struct JobView {
     pub updated_at: DateTime<Utc>,
     /// When the job closed; `None` while it is open.
     pub finished_at: Option<DateTime<Utc>>,
+    /// When the owner asked to cancel a workflow job that declared a compensation bound:
+    /// the job stays `running` while its workflow compensates, then ends `cancelled`.
+    /// `None` otherwise (and for every job cancelled at once).
+    #[serde(default)]
+    pub cancel_requested_at: Option<DateTime<Utc>>,
     /// Its activities in order, each with its attempts.
     pub activities: Vec<ActivityView>,
 }
@@ -537,6 +542,14 @@ pub mod event {
     pub const TIMER_STARTED: &str = "timer_started";
     /// A durable timer fired.
     pub const TIMER_FIRED: &str = "timer_fired";
+    /// The owner cancelled a workflow job that declared a compensation bound: the workflow
+    /// was woken to compensate, its open activities were cancelled.
+    pub const CANCEL_REQUESTED: &str = "cancel_requested";
+    /// A workflow declared (or changed) its compensation bound.
+    pub const COMPENSATION_DECLARED: &str = "compensation_declared";
+    /// A cancelled workflow's compensation bound passed before it returned: the job was
+    /// closed `cancelled` regardless.
+    pub const COMPENSATION_TIMED_OUT: &str = "compensation_timed_out";
 }
 
 status_enum! {

@@ -6,6 +6,12 @@
 //! journal's `arrival`), one at a time, so a race (`select!`) takes the branch of the
 //! outcome that arrived first on every replay. Replaying is side-effect free, so it can
 //! run any number of times, on any worker.
+//!
+//! Cancellation: a workflow that declared a compensation bound
+//! ([`WorkflowContext::compensate_within`]) learns of its job's cancel. The cancel is
+//! delivered at its place in the arrival order; every step created before then whose own
+//! outcome was not delivered before it resolves to a `job_cancelled` error, and steps
+//! created after it run normally (the compensation).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,7 +25,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use onceflow_protocol::model::{ActivityOptions, ActivityStatus, ErrorInfo, Failover, RetryPolicy};
-use onceflow_protocol::workflow::{JournalEntry, WorkflowCommand, WorkflowTask};
+use onceflow_protocol::workflow::{CancelRequest, JournalEntry, WorkflowCommand, WorkflowTask};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -50,7 +56,16 @@ impl WorkflowError {
             message: message.into(),
         }
     }
+
+    /// Whether this error is the job's cancellation (code `job_cancelled`): a step that
+    /// was pending when the owner cancelled the job.
+    pub fn is_cancelled(&self) -> bool {
+        self.code == CANCELLED
+    }
 }
+
+/// The error code of every step ended by the job's cancellation.
+const CANCELLED: &str = "job_cancelled";
 
 /// An activity scheduled by a workflow ended without a result: every provider failed
 /// (`providers_exhausted`), or it was cancelled. The workflow may handle it or return it
@@ -64,6 +79,15 @@ pub struct ActivityFailed {
     pub code: String,
     /// For humans.
     pub message: String,
+}
+
+impl ActivityFailed {
+    /// Whether the activity ended because its job was cancelled (code `job_cancelled`):
+    /// it was pending when the owner cancelled the job, and its result (if it ever comes)
+    /// is not the workflow's.
+    pub fn is_cancelled(&self) -> bool {
+        self.code == CANCELLED
+    }
 }
 
 impl From<ActivityFailed> for WorkflowError {
@@ -85,6 +109,14 @@ impl From<ActivityFailed> for WorkflowError {
 /// Races (`tokio::select!` with `biased;`) are replay-safe:
 /// recorded outcomes are delivered one at a time in the order they arrived at the engine,
 /// so the branch whose outcome arrived first wins, on every replay.
+///
+/// Cancellation: once the workflow declared a compensation bound
+/// ([`WorkflowContext::compensate_within`]), the owner's cancel reaches it as one more
+/// outcome, in arrival order: every step created before it and still pending then
+/// resolves to a `job_cancelled` error ([`ActivityFailed::is_cancelled`],
+/// [`WorkflowError::is_cancelled`]), and [`WorkflowContext::is_cancelled`] turns true.
+/// Steps created after it run normally, so the code can compensate, then return; the job
+/// ends `cancelled` whatever it returns.
 #[derive(Clone)]
 pub struct WorkflowContext {
     replay: Rc<RefCell<Replay>>,
@@ -103,6 +135,23 @@ struct Replay {
     now: DateTime<Utc>,
     job_id: uuid::Uuid,
     idempotency_key: String,
+    /// The owner's cancel, if the engine recorded one.
+    cancel: Option<CancelRequest>,
+    /// The compensation bound the code declared last in this replay, in ms (`0`: none);
+    /// starts as the one the engine recorded.
+    compensation_ms: u64,
+}
+
+/// What the cancellation rule says about a pending step ([`WorkflowContext::cancelled_while_pending`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cancellation {
+    /// The cancel does not concern the step: it proceeds as usual.
+    Proceeds,
+    /// The step will resolve to the cancellation error once the cancel is delivered, later
+    /// in this replay: it waits (and asks the engine for nothing).
+    Waits,
+    /// The cancel is delivered: the step resolves to the cancellation error now.
+    Cancelled,
 }
 
 impl WorkflowContext {
@@ -126,6 +175,7 @@ impl WorkflowContext {
         ActivityCall {
             ctx: self.clone(),
             seq: self.next_seq(),
+            born: self.born(),
             name: name.to_owned(),
             input: serde_json::to_value(input).map_err(|e| e.to_string()),
             providers: vec![name.to_owned()],
@@ -134,12 +184,15 @@ impl WorkflowContext {
         }
     }
 
-    /// A durable timer: resolves once `duration` has passed on the engine, however many
-    /// workers and engines restart meanwhile.
+    /// A durable timer: resolves to `Ok(())` once `duration` has passed on the engine,
+    /// however many workers and engines restart meanwhile, or to a `job_cancelled` error
+    /// ([`WorkflowError::is_cancelled`]) if the job is cancelled first (see
+    /// [`WorkflowContext::compensate_within`]).
     pub fn sleep(&self, duration: Duration) -> Sleep {
         Sleep {
             ctx: self.clone(),
             seq: self.next_seq(),
+            born: self.born(),
             duration,
         }
     }
@@ -158,6 +211,62 @@ impl WorkflowContext {
     /// The workflow job's id.
     pub fn job_id(&self) -> uuid::Uuid {
         self.replay.borrow().job_id
+    }
+
+    /// Declares how long the workflow may compensate once its job is cancelled: from the
+    /// owner's cancel, the job stays `running`, every pending step resolves to a
+    /// `job_cancelled` error, and steps started after that run, until the workflow returns
+    /// or `bound` has passed; then the job ends `cancelled`. At most 24 h (more parks the
+    /// job, visibly). Without a bound (or with [`Duration::ZERO`]) a cancel closes the job
+    /// at once and the code never learns. The last bound declared before the cancel
+    /// counts; the engine records it with this workflow task.
+    pub fn compensate_within(&self, bound: Duration) {
+        let ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX);
+        self.replay.borrow_mut().compensation_ms = ms;
+    }
+
+    /// Whether the job's cancel has been delivered to the workflow at this point of the
+    /// replay (only a workflow that declared a compensation bound is told). Steps created
+    /// from then on run normally: use it to tell a compensating path from the usual one.
+    pub fn is_cancelled(&self) -> bool {
+        let replay = self.replay.borrow();
+        replay
+            .cancel
+            .is_some_and(|c| c.arrival <= replay.delivered_up_to)
+    }
+
+    /// The place in the arrival order a step created now is born at.
+    fn born(&self) -> i64 {
+        self.replay.borrow().delivered_up_to
+    }
+
+    /// The cancellation rule, the same for every kind of pending step: a step `born`
+    /// (see [`WorkflowContext::born`]) before the cancel was delivered, whose own outcome
+    /// (`own_arrival`: its place in the arrival order, `None` while it has none) was not
+    /// delivered before the cancel, resolves to the cancellation error once the cancel is
+    /// delivered. Until then it waits (`cx` is woken when the replay moves on) and must
+    /// not ask the engine for anything. Steps born after the cancel proceed.
+    fn cancelled_while_pending(
+        &self,
+        born: i64,
+        own_arrival: Option<i64>,
+        cx: &Context<'_>,
+    ) -> Cancellation {
+        let mut replay = self.replay.borrow_mut();
+        let Some(cancel) = replay.cancel else {
+            return Cancellation::Proceeds;
+        };
+        if born >= cancel.arrival || own_arrival.is_some_and(|own| own < cancel.arrival) {
+            return Cancellation::Proceeds;
+        }
+        if cancel.arrival <= replay.delivered_up_to {
+            if cancel.requested_at > replay.now {
+                replay.now = cancel.requested_at;
+            }
+            return Cancellation::Cancelled;
+        }
+        replay.undelivered.push(cx.waker().clone());
+        Cancellation::Waits
     }
 
     fn advance_clock(&self, to: Option<DateTime<Utc>>) {
@@ -203,6 +312,7 @@ impl WorkflowContext {
 pub struct ActivityCall<O> {
     ctx: WorkflowContext,
     seq: i32,
+    born: i64,
     name: String,
     input: Result<Value, String>,
     providers: Vec<String>,
@@ -284,48 +394,42 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                 }));
             }
         };
+        let cancelled = || {
+            Poll::Ready(Err(ActivityFailed {
+                activity: call.name.clone(),
+                code: CANCELLED.into(),
+                message: "the job was cancelled while the activity was pending".into(),
+            }))
+        };
         let recorded = ctx.replay.borrow().journal.get(&call.seq).cloned();
-        if let Some(entry) = &recorded {
-            if !ctx.delivered(entry, cx) {
-                // Its outcome arrived after one not yet delivered: pending for now. Still
-                // check it is the same call.
-                if let JournalEntry::Activity {
-                    name, input: was, ..
-                } = entry
-                {
-                    if *name == call.name && *was == input {
-                        return Poll::Pending;
-                    }
-                }
-            }
-        }
         match recorded {
-            Some(JournalEntry::Activity {
-                name,
-                input: was,
-                status,
-                result,
-                error,
-                finished_at,
-                ..
-            }) => {
-                if name != call.name || was != input {
-                    ctx.mismatch(
-                        call.seq,
-                        format!("activity `{}`", call.name),
-                        &JournalEntry::Activity {
-                            seq: call.seq,
-                            name,
-                            input: was,
-                            status,
-                            result: None,
-                            error: None,
-                            finished_at: None,
-                            arrival: None,
-                        },
-                    );
+            Some(
+                ref entry @ JournalEntry::Activity {
+                    ref name,
+                    input: ref was,
+                    status,
+                    ..
+                },
+            ) if *name == call.name && *was == input => {
+                let own = status.is_closed().then(|| entry.arrival().unwrap_or(0));
+                match ctx.cancelled_while_pending(call.born, own, cx) {
+                    Cancellation::Cancelled => return cancelled(),
+                    Cancellation::Waits => return Poll::Pending,
+                    Cancellation::Proceeds => {}
+                }
+                if !ctx.delivered(entry, cx) {
+                    // Its outcome arrived after one not yet delivered: pending for now.
                     return Poll::Pending;
                 }
+                let JournalEntry::Activity {
+                    result,
+                    error,
+                    finished_at,
+                    ..
+                } = entry.clone()
+                else {
+                    return Poll::Pending;
+                };
                 match status {
                     ActivityStatus::Succeeded => {
                         ctx.advance_clock(finished_at);
@@ -350,11 +454,38 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                     _ => Poll::Pending,
                 }
             }
+            Some(JournalEntry::Activity {
+                name,
+                input: was,
+                status,
+                ..
+            }) => {
+                ctx.mismatch(
+                    call.seq,
+                    format!("activity `{}`", call.name),
+                    &JournalEntry::Activity {
+                        seq: call.seq,
+                        name,
+                        input: was,
+                        status,
+                        result: None,
+                        error: None,
+                        finished_at: None,
+                        arrival: None,
+                    },
+                );
+                Poll::Pending
+            }
             Some(other) => {
                 ctx.mismatch(call.seq, format!("activity `{}`", call.name), &other);
                 Poll::Pending
             }
             None => {
+                match ctx.cancelled_while_pending(call.born, None, cx) {
+                    Cancellation::Cancelled => return cancelled(),
+                    Cancellation::Waits => return Poll::Pending,
+                    Cancellation::Proceeds => {}
+                }
                 if !this.emitted {
                     this.emitted = true;
                     ctx.emit(WorkflowCommand::ScheduleActivity {
@@ -375,33 +506,49 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
 pub struct Sleep {
     ctx: WorkflowContext,
     seq: i32,
+    born: i64,
     duration: Duration,
 }
 
 impl Future for Sleep {
-    type Output = ();
+    type Output = Result<(), WorkflowError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        let cancelled = || {
+            Poll::Ready(Err(WorkflowError::with_code(
+                CANCELLED,
+                "the job was cancelled while the timer was pending",
+            )))
+        };
         let recorded = this.ctx.replay.borrow().journal.get(&this.seq).cloned();
         match recorded {
-            Some(
-                ref entry @ JournalEntry::Timer {
-                    fired_at: Some(_), ..
-                },
-            ) if !this.ctx.delivered(entry, cx) => Poll::Pending,
-            Some(JournalEntry::Timer {
-                fired_at: Some(at), ..
-            }) => {
-                this.ctx.advance_clock(Some(at));
-                Poll::Ready(())
+            Some(ref entry @ JournalEntry::Timer { fired_at, .. }) => {
+                let own = fired_at.map(|_| entry.arrival().unwrap_or(0));
+                match this.ctx.cancelled_while_pending(this.born, own, cx) {
+                    Cancellation::Cancelled => return cancelled(),
+                    Cancellation::Waits => return Poll::Pending,
+                    Cancellation::Proceeds => {}
+                }
+                match fired_at {
+                    Some(_) if !this.ctx.delivered(entry, cx) => Poll::Pending,
+                    Some(at) => {
+                        this.ctx.advance_clock(Some(at));
+                        Poll::Ready(Ok(()))
+                    }
+                    None => Poll::Pending,
+                }
             }
-            Some(JournalEntry::Timer { fired_at: None, .. }) => Poll::Pending,
             Some(other) => {
                 this.ctx.mismatch(this.seq, "a timer".into(), &other);
                 Poll::Pending
             }
             None => {
+                match this.ctx.cancelled_while_pending(this.born, None, cx) {
+                    Cancellation::Cancelled => return cancelled(),
+                    Cancellation::Waits => return Poll::Pending,
+                    Cancellation::Proceeds => {}
+                }
                 // Emitted at most once per replay: a future is polled again only if it is
                 // awaited again, and a new sleep takes a new position.
                 let already = this.ctx.replay.borrow().commands.iter().any(
@@ -465,6 +612,8 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         now: task.created_at,
         job_id: task.job_id,
         idempotency_key: task.idempotency_key.clone(),
+        cancel: task.cancel,
+        compensation_ms: task.compensation_ms.unwrap_or(0),
     }));
     let ctx = WorkflowContext {
         replay: state.clone(),
@@ -474,6 +623,7 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         .journal
         .iter()
         .filter_map(JournalEntry::arrival)
+        .chain(task.cancel.map(|c| c.arrival))
         .collect();
     arrivals.sort_unstable();
     arrivals.dedup();
@@ -505,6 +655,16 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         }];
     }
     let mut commands = replay.commands.clone();
+    // The bound the code declared last, if the engine does not have it yet: first, so that
+    // it is recorded before anything the task's other commands start.
+    if replay.compensation_ms != task.compensation_ms.unwrap_or(0) {
+        commands.insert(
+            0,
+            WorkflowCommand::DeclareCompensation {
+                within_ms: replay.compensation_ms,
+            },
+        );
+    }
     match outcome {
         Err(panic) => {
             let message = panic

@@ -684,6 +684,7 @@ fn created_view(inserted: JobRow, activities: Vec<ActivityView>) -> JobView {
         created_at: inserted.created_at,
         updated_at: inserted.updated_at,
         finished_at: inserted.finished_at,
+        cancel_requested_at: inserted.wf_cancel_requested_at,
         activities,
     }
 }

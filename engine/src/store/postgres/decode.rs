@@ -103,6 +103,10 @@ pub(super) fn job_row_in(row: Cols) -> StoreResult<JobRow> {
         wf_ready: row.get("wf_ready")?,
         wf_lease_token: row.get("wf_lease_token")?,
         wf_parked: row.get("wf_parked")?,
+        wf_compensation_ms: row.get("wf_compensation_ms")?,
+        wf_cancel_requested_at: row.get("wf_cancel_requested_at")?,
+        wf_cancel_deadline: row.get("wf_cancel_deadline")?,
+        wf_cancel_arrival: row.get("wf_cancel_arrival")?,
     })
 }
 
@@ -242,5 +246,9 @@ pub(super) fn inserted_job_row(job: &NewJob, row: &PgRow) -> StoreResult<JobRow>
         wf_ready: false,
         wf_lease_token: None,
         wf_parked: false,
+        wf_compensation_ms: None,
+        wf_cancel_requested_at: None,
+        wf_cancel_deadline: None,
+        wf_cancel_arrival: None,
     })
 }
