@@ -29,8 +29,7 @@ pub fn spawn(
                 }
                 match engine.reap().await {
                     Ok(report)
-                        if report.unknown + report.expired + report.compensations_timed_out
-                            > 0 =>
+                        if report.unknown + report.expired + report.compensations_timed_out > 0 =>
                     {
                         tracing::info!(
                             unknown = report.unknown,

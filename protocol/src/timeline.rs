@@ -33,6 +33,13 @@ pub fn render_timeline(job: &JobView, events: &[JobEvent]) -> String {
             .map(|t| format!("  finished {}", short_time(&t.to_rfc3339())))
             .unwrap_or_default(),
     ));
+    if let Some(at) = job.cancel_requested_at {
+        // A workflow told of its cancel (it compensates until it returns or its bound).
+        out.push_str(&format!(
+            "cancel requested {}\n",
+            short_time(&at.to_rfc3339())
+        ));
+    }
     if let Some(result) = &job.result {
         out.push_str(&format!("result {result}\n"));
     }

@@ -58,9 +58,17 @@ pub(crate) async fn request_cancel(
         json!({ "within_ms": within_ms, "deadline": deadline }),
     );
     let error = cancelled_by_owner();
-    let closed =
-        close_open_activities(tx, events, owner, job.id, &error, owner, who, "job cancelled")
-            .await?;
+    let closed = close_open_activities(
+        tx,
+        events,
+        owner,
+        job.id,
+        &error,
+        owner,
+        who,
+        "job cancelled",
+    )
+    .await?;
     for activity_id in closed {
         tx.mark_workflow_ready(owner, job.id, Arrival::Activity(activity_id))
             .await?;
@@ -130,10 +138,7 @@ pub(crate) async fn end_overdue(
         "{}; its compensation did not finish within its bound",
         error.message
     );
-    if !tx
-        .close_overdue_compensation(owner, job_id, &error)
-        .await?
-    {
+    if !tx.close_overdue_compensation(owner, job_id, &error).await? {
         return Ok(false);
     }
     events.push(event::COMPENSATION_TIMED_OUT, None, who, json!({}));

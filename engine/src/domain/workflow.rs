@@ -110,13 +110,12 @@ impl Engine {
                 lease_token,
                 read_version: job.version,
                 journal,
-                cancel: job
-                    .wf_cancel_requested_at
-                    .zip(job.wf_cancel_arrival)
-                    .map(|(requested_at, arrival)| CancelRequest {
+                cancel: job.wf_cancel_requested_at.zip(job.wf_cancel_arrival).map(
+                    |(requested_at, arrival)| CancelRequest {
                         arrival,
                         requested_at,
-                    }),
+                    },
+                ),
                 compensation_ms: job.wf_compensation_ms.map(|ms| ms as u64),
             });
         }

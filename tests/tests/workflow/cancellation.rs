@@ -108,41 +108,48 @@ fn worker(
     let (c1, c2, c3) = (calls.clone(), calls.clone(), calls.clone());
     let mut builder = Worker::builder(&server.api.url, &server.tokens.worker);
     if runs != Runs::Workflows {
-        builder = builder.provider("charge", "charge", move |_ctx: ActivityContext, o: Order| {
-            let c = c1.clone();
-            async move {
-                c.charge.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ActivityError>(Charge {
-                    charge_id: format!("ch-{}", o.id),
-                })
-            }
-        })
-        .provider("ship", "ship", move |_ctx: ActivityContext, ch: Charge| {
-            let c = c2.clone();
-            async move {
-                c.ship.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ActivityError>(ch)
-            }
-        })
-        .provider(
-            "refund",
-            "refund",
-            move |_ctx: ActivityContext, ch: Charge| {
-                let c = c3.clone();
-                async move {
-                    if refund_hangs {
-                        tokio::time::sleep(Duration::from_secs(3600)).await;
+        builder = builder
+            .provider(
+                "charge",
+                "charge",
+                move |_ctx: ActivityContext, o: Order| {
+                    let c = c1.clone();
+                    async move {
+                        c.charge.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, ActivityError>(Charge {
+                            charge_id: format!("ch-{}", o.id),
+                        })
                     }
-                    c.refunds.lock().unwrap().push(ch.charge_id.clone());
-                    Ok::<_, ActivityError>(Refund {
-                        refunded: ch.charge_id,
-                    })
+                },
+            )
+            .provider("ship", "ship", move |_ctx: ActivityContext, ch: Charge| {
+                let c = c2.clone();
+                async move {
+                    c.ship.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, ActivityError>(ch)
                 }
-            },
-        );
+            })
+            .provider(
+                "refund",
+                "refund",
+                move |_ctx: ActivityContext, ch: Charge| {
+                    let c = c3.clone();
+                    async move {
+                        if refund_hangs {
+                            tokio::time::sleep(Duration::from_secs(3600)).await;
+                        }
+                        c.refunds.lock().unwrap().push(ch.charge_id.clone());
+                        Ok::<_, ActivityError>(Refund {
+                            refunded: ch.charge_id,
+                        })
+                    }
+                },
+            );
     }
     if runs != Runs::Providers {
-        builder = builder.workflow("saga", saga).workflow("quick_saga", quick_saga);
+        builder = builder
+            .workflow("saga", saga)
+            .workflow("quick_saga", quick_saga);
     }
     let worker = Arc::new(builder.build().unwrap());
     let w = worker.clone();
