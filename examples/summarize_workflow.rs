@@ -54,7 +54,7 @@ async fn summarize(ctx: WorkflowContext, request: Request) -> Result<Stored, Wor
         .start_to_close_timeout(Duration::from_secs(60))
         .await?;
     // A durable timer: survives restarts of workers and engines alike.
-    ctx.sleep(Duration::from_secs(1)).await;
+    ctx.sleep(Duration::from_secs(1)).await?;
     let stored: Stored = ctx.activity("store", &summary).await?;
     Ok(stored)
 }

@@ -28,10 +28,13 @@ pub fn spawn(
                     _ = tokio::time::sleep(reaper_interval) => {}
                 }
                 match engine.reap().await {
-                    Ok(report) if report.unknown + report.expired > 0 => {
+                    Ok(report)
+                        if report.unknown + report.expired + report.compensations_timed_out > 0 =>
+                    {
                         tracing::info!(
                             unknown = report.unknown,
                             expired = report.expired,
+                            compensations_timed_out = report.compensations_timed_out,
                             "reaper pass"
                         );
                     }

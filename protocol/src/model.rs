@@ -337,6 +337,11 @@ pub struct JobView {
     /// The child jobs this workflow started, by position (empty for none).
     #[serde(default)]
     pub children: Vec<Uuid>,
+    /// When the owner asked to cancel a workflow job that declared a compensation bound:
+    /// the job stays `running` while its workflow compensates, then ends `cancelled`.
+    /// `None` otherwise (and for every job cancelled at once).
+    #[serde(default)]
+    pub cancel_requested_at: Option<DateTime<Utc>>,
     /// Its activities in order, each with its attempts.
     pub activities: Vec<ActivityView>,
     /// A workflow job's signals in the order they were recorded, consumed or not; only
@@ -580,6 +585,14 @@ pub mod event {
     /// A child workflow job reached a final status (on the parent: `child_job_id`,
     /// `status`).
     pub const CHILD_FINISHED: &str = "child_finished";
+    /// The owner cancelled a workflow job that declared a compensation bound: the workflow
+    /// was woken to compensate, its open activities were cancelled.
+    pub const CANCEL_REQUESTED: &str = "cancel_requested";
+    /// A workflow declared (or changed) its compensation bound.
+    pub const COMPENSATION_DECLARED: &str = "compensation_declared";
+    /// A cancelled workflow's compensation bound passed before it returned: the job was
+    /// closed `cancelled` regardless.
+    pub const COMPENSATION_TIMED_OUT: &str = "compensation_timed_out";
 }
 
 status_enum! {

@@ -40,6 +40,13 @@ pub fn render_timeline(job: &JobView, events: &[JobEvent]) -> String {
         let children: Vec<String> = job.children.iter().map(ToString::to_string).collect();
         out.push_str(&format!("children {}\n", children.join(", ")));
     }
+    if let Some(at) = job.cancel_requested_at {
+        // A workflow told of its cancel (it compensates until it returns or its bound).
+        out.push_str(&format!(
+            "cancel requested {}\n",
+            short_time(&at.to_rfc3339())
+        ));
+    }
     if let Some(result) = &job.result {
         out.push_str(&format!("result {result}\n"));
     }

@@ -51,6 +51,27 @@ pub struct WorkflowTask {
     /// delivered so far.
     #[serde(default)]
     pub signals: Vec<RecordedSignal>,
+    /// The owner's request to cancel the job, once made while the workflow had declared a
+    /// compensation bound: replay delivers it at its place in the arrival order, and every
+    /// step pending then resolves to a `job_cancelled` error. `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<CancelRequest>,
+    /// The compensation bound the workflow declared (`ctx.compensate_within`), as the
+    /// engine recorded it; `None` when it declared none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensation_ms: Option<u64>,
+}
+
+/// The owner asked to cancel a workflow job that declared a compensation bound: the job
+/// stays `running` while the workflow compensates, and ends `cancelled` when it returns
+/// or when the bound has passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CancelRequest {
+    /// The cancel's place in the order the job's outcomes arrived (shared with activities
+    /// and timers); replay delivers it there.
+    pub arrival: i64,
+    /// When the owner asked (the engine's clock).
+    pub requested_at: DateTime<Utc>,
 }
 
 /// A signal sent to the workflow job (`POST /v1/jobs/{id}/signals`), as its task carries it.
@@ -220,6 +241,15 @@ pub enum WorkflowCommand {
     FailJob {
         /// The error.
         error: ErrorInfo,
+    },
+    /// The workflow's compensation bound (`ctx.compensate_within`): once the owner cancels
+    /// the job, the workflow gets this long to compensate before the job ends `cancelled`
+    /// regardless. At most 24 h (more parks the workflow); `0` declares none (a cancel
+    /// closes the job at once). Sent only when it differs from the task's
+    /// `compensation_ms`.
+    DeclareCompensation {
+        /// The bound, in milliseconds.
+        within_ms: u64,
     },
     /// The task could not be completed (e.g. `nondeterminism`): the job is parked, visibly,
     /// and no further workflow task is handed out for it.

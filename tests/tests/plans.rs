@@ -1,6 +1,6 @@
 //! The hot statements stay on their indexes as finished history grows: with a large
 //! history of finished jobs, PostgreSQL's plans for dispatch, batched completions and
-//! replays, the reaper and the timer loop never scan `attempts`, `jobs` or `timers` sequentially,
+//! replays, the reaper, the timer loop and the compensation deadlines never scan `attempts`, `jobs` or `timers` sequentially,
 //! whether or not the tables were ever analyzed (a server whose autovacuum is off never
 //! gathers statistics), and whether the plan is generic or custom. (PostgreSQL only: it is
 //! the production store, where history grows without bound.)
@@ -8,8 +8,8 @@
 use onceflow_engine::store::postgres::{
     ACTIVITIES_OF_JOBS_SQL, ATTEMPTS_OF_ACTIVITIES_SQL, BEGIN_TRANSACTION_SQL, CLAIM_ATTEMPTS_SQL,
     CLAIM_WORKFLOW_TASKS_SQL, COMMIT_ACTIVITY_JOB_RESULTS_SQL, DELETE_PRUNED_JOBS_SQL,
-    EXTEND_LEASES_SQL, LOCK_DUE_TIMERS_SQL, LOCK_EXPIRED_LEASES_SQL, LOCK_JOBS_OF_ATTEMPTS_SQL,
-    LOCK_OVERDUE_SCHEDULED_SQL, LOCK_PRUNABLE_JOBS_SQL, REPLAY_JOBS_SQL,
+    EXTEND_LEASES_SQL, LOCK_DUE_COMPENSATIONS_SQL, LOCK_DUE_TIMERS_SQL, LOCK_EXPIRED_LEASES_SQL,
+    LOCK_JOBS_OF_ATTEMPTS_SQL, LOCK_OVERDUE_SCHEDULED_SQL, LOCK_PRUNABLE_JOBS_SQL, REPLAY_JOBS_SQL,
 };
 use onceflow_tests::{claim_one, llm_job, owner, quick_options, result_of, Backend, TestDb, ALICE};
 use serde_json::json;
@@ -90,6 +90,7 @@ async fn check_plans(db: &TestDb, when: &str) {
             ("reaper", plan(db, mode, "reaper", "bigint", LOCK_EXPIRED_LEASES_SQL, "200").await),
             ("expiry", plan(db, mode, "expiry", "bigint", LOCK_OVERDUE_SCHEDULED_SQL, "200").await),
             ("timers", plan(db, mode, "timers", "bigint", LOCK_DUE_TIMERS_SQL, "200").await),
+            ("compensations", plan(db, mode, "compensations", "bigint", LOCK_DUE_COMPENSATIONS_SQL, "200").await),
             // Retention walks job ids (UUIDv7) up to the cutoff; it never reads the whole
             // history, and deletes each job's rows through their keys.
             ("retention", plan(db, mode, "retention", "float8, bigint, uuid", LOCK_PRUNABLE_JOBS_SQL, "86400, 500, NULL").await),
@@ -132,6 +133,7 @@ async fn check_plans(db: &TestDb, when: &str) {
             ("reaper", "attempts_lease_expiry"),
             ("expiry", "attempts_start_deadline"),
             ("timers", "timers_due"),
+            ("compensations", "jobs_compensation_due"),
             ("retention", "jobs_id_unique"),
             ("retention_after", "jobs_id_unique"),
         ] {

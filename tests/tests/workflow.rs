@@ -2,6 +2,7 @@
 //! under the job-version CAS, durable timers, non-determinism, crashes.
 
 mod workflow {
+    mod cancellation;
     mod children;
     mod engine_side;
     mod sdk;

@@ -101,8 +101,7 @@ pub use secret::SecretToken;
 pub use worker::{CertificationReport, Worker, WorkerBuilder, WorkerStats};
 pub use workflow::{
     ActivityCall, ActivityFailed, ActivityFuture, ChildWorkflowCall, ChildWorkflowFuture,
-    SignalWait, SignalWaitWithTimeout, Sleep,
-    WorkflowContext, WorkflowError,
+    SignalWait, SignalWaitWithTimeout, Sleep, WorkflowContext, WorkflowError,
 };
 
 /// `docs/workflows.md`, whose Rust blocks are compiled as doctests (`cargo test --doc -p

@@ -8,6 +8,12 @@
 //! outcome that arrived first on every replay. Signals are delivered at their place in
 //! the same order, and a wait takes the one its history gave it. Replaying is side-effect free, so it can
 //! run any number of times, on any worker.
+//!
+//! Cancellation: a workflow that declared a compensation bound
+//! ([`WorkflowContext::compensate_within`]) learns of its job's cancel. The cancel is
+//! delivered at its place in the arrival order; every step created before then whose own
+//! outcome was not delivered before it resolves to a `job_cancelled` error, and steps
+//! created after it run normally (the compensation).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -23,7 +29,9 @@ use chrono::{DateTime, Utc};
 use onceflow_protocol::model::{
     ActivityOptions, ActivityStatus, ErrorInfo, Failover, JobStatus, RetryPolicy,
 };
-use onceflow_protocol::workflow::{JournalEntry, RecordedSignal, WorkflowCommand, WorkflowTask};
+use onceflow_protocol::workflow::{
+    CancelRequest, JournalEntry, RecordedSignal, WorkflowCommand, WorkflowTask,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -54,7 +62,16 @@ impl WorkflowError {
             message: message.into(),
         }
     }
+
+    /// Whether this error is the job's cancellation (code `job_cancelled`): a step that
+    /// was pending when the owner cancelled the job.
+    pub fn is_cancelled(&self) -> bool {
+        self.code == CANCELLED
+    }
 }
+
+/// The error code of every step ended by the job's cancellation.
+const CANCELLED: &str = "job_cancelled";
 
 /// An activity scheduled by a workflow ended without a result: every provider failed
 /// (`providers_exhausted`), or it was cancelled. The workflow may handle it or return it
@@ -68,6 +85,15 @@ pub struct ActivityFailed {
     pub code: String,
     /// For humans.
     pub message: String,
+}
+
+impl ActivityFailed {
+    /// Whether the activity ended because its job was cancelled (code `job_cancelled`):
+    /// it was pending when the owner cancelled the job, and its result (if it ever comes)
+    /// is not the workflow's.
+    pub fn is_cancelled(&self) -> bool {
+        self.code == CANCELLED
+    }
 }
 
 impl From<ActivityFailed> for WorkflowError {
@@ -89,6 +115,14 @@ impl From<ActivityFailed> for WorkflowError {
 /// Races (`tokio::select!` with `biased;`) are replay-safe:
 /// recorded outcomes are delivered one at a time in the order they arrived at the engine,
 /// so the branch whose outcome arrived first wins, on every replay.
+///
+/// Cancellation: once the workflow declared a compensation bound
+/// ([`WorkflowContext::compensate_within`]), the owner's cancel reaches it as one more
+/// outcome, in arrival order: every step created before it and still pending then
+/// resolves to a `job_cancelled` error ([`ActivityFailed::is_cancelled`],
+/// [`WorkflowError::is_cancelled`]), and [`WorkflowContext::is_cancelled`] turns true.
+/// Steps created after it run normally, so the code can compensate, then return; the job
+/// ends `cancelled` whatever it returns.
 #[derive(Clone)]
 pub struct WorkflowContext {
     replay: Rc<RefCell<Replay>>,
@@ -111,6 +145,23 @@ struct Replay {
     now: DateTime<Utc>,
     job_id: uuid::Uuid,
     idempotency_key: String,
+    /// The owner's cancel, if the engine recorded one.
+    cancel: Option<CancelRequest>,
+    /// The compensation bound the code declared last in this replay, in ms (`0`: none);
+    /// starts as the one the engine recorded.
+    compensation_ms: u64,
+}
+
+/// What the cancellation rule says about a pending step ([`WorkflowContext::cancelled_while_pending`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cancellation {
+    /// The cancel does not concern the step: it proceeds as usual.
+    Proceeds,
+    /// The step will resolve to the cancellation error once the cancel is delivered, later
+    /// in this replay: it waits (and asks the engine for nothing).
+    Waits,
+    /// The cancel is delivered: the step resolves to the cancellation error now.
+    Cancelled,
 }
 
 impl WorkflowContext {
@@ -134,6 +185,7 @@ impl WorkflowContext {
         ActivityCall {
             ctx: self.clone(),
             seq: self.next_seq(),
+            born: self.born(),
             name: name.to_owned(),
             input: serde_json::to_value(input).map_err(|e| e.to_string()),
             providers: vec![name.to_owned()],
@@ -161,16 +213,20 @@ impl WorkflowContext {
             workflow: name.to_owned(),
             input: serde_json::to_value(input).map_err(|e| e.to_string()),
             task_queue: None,
+            born: self.born(),
             _output: PhantomData,
         }
     }
 
-    /// A durable timer: resolves once `duration` has passed on the engine, however many
-    /// workers and engines restart meanwhile.
+    /// A durable timer: resolves to `Ok(())` once `duration` has passed on the engine,
+    /// however many workers and engines restart meanwhile, or to a `job_cancelled` error
+    /// ([`WorkflowError::is_cancelled`]) if the job is cancelled first (see
+    /// [`WorkflowContext::compensate_within`]).
     pub fn sleep(&self, duration: Duration) -> Sleep {
         Sleep {
             ctx: self.clone(),
             seq: self.next_seq(),
+            born: self.born(),
             duration,
         }
     }
@@ -185,6 +241,7 @@ impl WorkflowContext {
             ctx: self.clone(),
             seq: self.next_seq(),
             name: name.to_owned(),
+            born: self.born(),
             _payload: PhantomData,
         }
     }
@@ -217,6 +274,62 @@ impl WorkflowContext {
     /// The workflow job's id.
     pub fn job_id(&self) -> uuid::Uuid {
         self.replay.borrow().job_id
+    }
+
+    /// Declares how long the workflow may compensate once its job is cancelled: from the
+    /// owner's cancel, the job stays `running`, every pending step resolves to a
+    /// `job_cancelled` error, and steps started after that run, until the workflow returns
+    /// or `bound` has passed; then the job ends `cancelled`. At most 24 h (more parks the
+    /// job, visibly). Without a bound (or with [`Duration::ZERO`]) a cancel closes the job
+    /// at once and the code never learns. The last bound declared before the cancel
+    /// counts; the engine records it with this workflow task.
+    pub fn compensate_within(&self, bound: Duration) {
+        let ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX);
+        self.replay.borrow_mut().compensation_ms = ms;
+    }
+
+    /// Whether the job's cancel has been delivered to the workflow at this point of the
+    /// replay (only a workflow that declared a compensation bound is told). Steps created
+    /// from then on run normally: use it to tell a compensating path from the usual one.
+    pub fn is_cancelled(&self) -> bool {
+        let replay = self.replay.borrow();
+        replay
+            .cancel
+            .is_some_and(|c| c.arrival <= replay.delivered_up_to)
+    }
+
+    /// The place in the arrival order a step created now is born at.
+    fn born(&self) -> i64 {
+        self.replay.borrow().delivered_up_to
+    }
+
+    /// The cancellation rule, the same for every kind of pending step: a step `born`
+    /// (see [`WorkflowContext::born`]) before the cancel was delivered, whose own outcome
+    /// (`own_arrival`: its place in the arrival order, `None` while it has none) was not
+    /// delivered before the cancel, resolves to the cancellation error once the cancel is
+    /// delivered. Until then it waits (`cx` is woken when the replay moves on) and must
+    /// not ask the engine for anything. Steps born after the cancel proceed.
+    fn cancelled_while_pending(
+        &self,
+        born: i64,
+        own_arrival: Option<i64>,
+        cx: &Context<'_>,
+    ) -> Cancellation {
+        let mut replay = self.replay.borrow_mut();
+        let Some(cancel) = replay.cancel else {
+            return Cancellation::Proceeds;
+        };
+        if born >= cancel.arrival || own_arrival.is_some_and(|own| own < cancel.arrival) {
+            return Cancellation::Proceeds;
+        }
+        if cancel.arrival <= replay.delivered_up_to {
+            if cancel.requested_at > replay.now {
+                replay.now = cancel.requested_at;
+            }
+            return Cancellation::Cancelled;
+        }
+        replay.undelivered.push(cx.waker().clone());
+        Cancellation::Waits
     }
 
     fn advance_clock(&self, to: Option<DateTime<Utc>>) {
@@ -268,6 +381,25 @@ impl WorkflowContext {
             .iter()
             .find(|s| s.consumed_by == Some(seq))
             .map(|s| s.name.clone())
+    }
+
+    /// The place in the arrival order of the signal the wait at `seq` would take now: the
+    /// one its history gave it, else the first delivered untaken one of `name`.
+    fn signal_arrival_for(&self, seq: i32, name: &str) -> Option<i64> {
+        let replay = self.replay.borrow();
+        if let Some(recorded) = replay.signals.iter().find(|s| s.consumed_by == Some(seq)) {
+            return Some(recorded.arrival.unwrap_or(0));
+        }
+        replay
+            .signals
+            .iter()
+            .find(|s| {
+                s.consumed_by.is_none()
+                    && s.name == name
+                    && !replay.taken.contains(&s.seq)
+                    && s.arrival.unwrap_or(0) <= replay.delivered_up_to
+            })
+            .map(|s| s.arrival.unwrap_or(0))
     }
 
     /// The signal for the wait at `seq`: the one its history gave it, else the first
@@ -326,6 +458,7 @@ impl WorkflowContext {
 pub struct ActivityCall<O> {
     ctx: WorkflowContext,
     seq: i32,
+    born: i64,
     name: String,
     input: Result<Value, String>,
     providers: Vec<String>,
@@ -407,48 +540,42 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                 }));
             }
         };
+        let cancelled = || {
+            Poll::Ready(Err(ActivityFailed {
+                activity: call.name.clone(),
+                code: CANCELLED.into(),
+                message: "the job was cancelled while the activity was pending".into(),
+            }))
+        };
         let recorded = ctx.replay.borrow().journal.get(&call.seq).cloned();
-        if let Some(entry) = &recorded {
-            if !ctx.delivered(entry, cx) {
-                // Its outcome arrived after one not yet delivered: pending for now. Still
-                // check it is the same call.
-                if let JournalEntry::Activity {
-                    name, input: was, ..
-                } = entry
-                {
-                    if *name == call.name && *was == input {
-                        return Poll::Pending;
-                    }
-                }
-            }
-        }
         match recorded {
-            Some(JournalEntry::Activity {
-                name,
-                input: was,
-                status,
-                result,
-                error,
-                finished_at,
-                ..
-            }) => {
-                if name != call.name || was != input {
-                    ctx.mismatch(
-                        call.seq,
-                        format!("activity `{}`", call.name),
-                        &JournalEntry::Activity {
-                            seq: call.seq,
-                            name,
-                            input: was,
-                            status,
-                            result: None,
-                            error: None,
-                            finished_at: None,
-                            arrival: None,
-                        },
-                    );
+            Some(
+                ref entry @ JournalEntry::Activity {
+                    ref name,
+                    input: ref was,
+                    status,
+                    ..
+                },
+            ) if *name == call.name && *was == input => {
+                let own = status.is_closed().then(|| entry.arrival().unwrap_or(0));
+                match ctx.cancelled_while_pending(call.born, own, cx) {
+                    Cancellation::Cancelled => return cancelled(),
+                    Cancellation::Waits => return Poll::Pending,
+                    Cancellation::Proceeds => {}
+                }
+                if !ctx.delivered(entry, cx) {
+                    // Its outcome arrived after one not yet delivered: pending for now.
                     return Poll::Pending;
                 }
+                let JournalEntry::Activity {
+                    result,
+                    error,
+                    finished_at,
+                    ..
+                } = entry.clone()
+                else {
+                    return Poll::Pending;
+                };
                 match status {
                     ActivityStatus::Succeeded => {
                         ctx.advance_clock(finished_at);
@@ -473,6 +600,28 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                     _ => Poll::Pending,
                 }
             }
+            Some(JournalEntry::Activity {
+                name,
+                input: was,
+                status,
+                ..
+            }) => {
+                ctx.mismatch(
+                    call.seq,
+                    format!("activity `{}`", call.name),
+                    &JournalEntry::Activity {
+                        seq: call.seq,
+                        name,
+                        input: was,
+                        status,
+                        result: None,
+                        error: None,
+                        finished_at: None,
+                        arrival: None,
+                    },
+                );
+                Poll::Pending
+            }
             Some(other) => {
                 ctx.mismatch(call.seq, format!("activity `{}`", call.name), &other);
                 Poll::Pending
@@ -485,6 +634,11 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                         format!("a wait that took signal `{signal}`"),
                     );
                     return Poll::Pending;
+                }
+                match ctx.cancelled_while_pending(call.born, None, cx) {
+                    Cancellation::Cancelled => return cancelled(),
+                    Cancellation::Waits => return Poll::Pending,
+                    Cancellation::Proceeds => {}
                 }
                 if !this.emitted {
                     this.emitted = true;
@@ -510,6 +664,7 @@ pub struct ChildWorkflowCall<O> {
     workflow: String,
     input: Result<Value, String>,
     task_queue: Option<String>,
+    born: i64,
     _output: PhantomData<fn() -> O>,
 }
 
@@ -556,8 +711,22 @@ impl<O: DeserializeOwned> Future for ChildWorkflowFuture<O> {
                 )));
             }
         };
+        let cancelled = || {
+            Poll::Ready(Err(WorkflowError::with_code(
+                CANCELLED,
+                format!(
+                    "the job was cancelled while child workflow `{}` was pending",
+                    call.workflow
+                ),
+            )))
+        };
         let recorded = ctx.replay.borrow().journal.get(&call.seq).cloned();
         let Some(entry) = recorded else {
+            match ctx.cancelled_while_pending(call.born, None, cx) {
+                Cancellation::Cancelled => return cancelled(),
+                Cancellation::Waits => return Poll::Pending,
+                Cancellation::Proceeds => {}
+            }
             if let Some(signal) = ctx.signal_taken_at(call.seq) {
                 ctx.mismatch_with(
                     call.seq,
@@ -601,6 +770,12 @@ impl<O: DeserializeOwned> Future for ChildWorkflowFuture<O> {
                 &entry,
             );
             return Poll::Pending;
+        }
+        let own = status.is_closed().then(|| entry.arrival().unwrap_or(0));
+        match ctx.cancelled_while_pending(call.born, own, cx) {
+            Cancellation::Cancelled => return cancelled(),
+            Cancellation::Waits => return Poll::Pending,
+            Cancellation::Proceeds => {}
         }
         // Its outcome arrived after one not yet delivered: pending for now.
         if !ctx.delivered(&entry, cx) {
@@ -653,28 +828,39 @@ impl<O: DeserializeOwned> Future for ChildWorkflowFuture<O> {
 pub struct Sleep {
     ctx: WorkflowContext,
     seq: i32,
+    born: i64,
     duration: Duration,
 }
 
 impl Future for Sleep {
-    type Output = ();
+    type Output = Result<(), WorkflowError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        let cancelled = || {
+            Poll::Ready(Err(WorkflowError::with_code(
+                CANCELLED,
+                "the job was cancelled while the timer was pending",
+            )))
+        };
         let recorded = this.ctx.replay.borrow().journal.get(&this.seq).cloned();
         match recorded {
-            Some(
-                ref entry @ JournalEntry::Timer {
-                    fired_at: Some(_), ..
-                },
-            ) if !this.ctx.delivered(entry, cx) => Poll::Pending,
-            Some(JournalEntry::Timer {
-                fired_at: Some(at), ..
-            }) => {
-                this.ctx.advance_clock(Some(at));
-                Poll::Ready(())
+            Some(ref entry @ JournalEntry::Timer { fired_at, .. }) => {
+                let own = fired_at.map(|_| entry.arrival().unwrap_or(0));
+                match this.ctx.cancelled_while_pending(this.born, own, cx) {
+                    Cancellation::Cancelled => return cancelled(),
+                    Cancellation::Waits => return Poll::Pending,
+                    Cancellation::Proceeds => {}
+                }
+                match fired_at {
+                    Some(_) if !this.ctx.delivered(entry, cx) => Poll::Pending,
+                    Some(at) => {
+                        this.ctx.advance_clock(Some(at));
+                        Poll::Ready(Ok(()))
+                    }
+                    None => Poll::Pending,
+                }
             }
-            Some(JournalEntry::Timer { fired_at: None, .. }) => Poll::Pending,
             Some(other) => {
                 this.ctx.mismatch(this.seq, "a timer".into(), &other);
                 Poll::Pending
@@ -687,6 +873,11 @@ impl Future for Sleep {
                         format!("a wait that took signal `{signal}`"),
                     );
                     return Poll::Pending;
+                }
+                match this.ctx.cancelled_while_pending(this.born, None, cx) {
+                    Cancellation::Cancelled => return cancelled(),
+                    Cancellation::Waits => return Poll::Pending,
+                    Cancellation::Proceeds => {}
                 }
                 // Emitted at most once per replay: a future is polled again only if it is
                 // awaited again, and a new sleep takes a new position.
@@ -716,6 +907,7 @@ pub struct SignalWait<T> {
     ctx: WorkflowContext,
     seq: i32,
     name: String,
+    born: i64,
     _payload: PhantomData<fn() -> T>,
 }
 
@@ -729,6 +921,20 @@ impl<T: DeserializeOwned> Future for SignalWait<T> {
             this.ctx
                 .mismatch(this.seq, format!("signal `{}`", this.name), &other);
             return Poll::Pending;
+        }
+        let own = this.ctx.signal_arrival_for(this.seq, &this.name);
+        match this.ctx.cancelled_while_pending(this.born, own, cx) {
+            Cancellation::Cancelled => {
+                return Poll::Ready(Err(WorkflowError::with_code(
+                    CANCELLED,
+                    format!(
+                        "the job was cancelled while waiting for signal `{}`",
+                        this.name
+                    ),
+                )))
+            }
+            Cancellation::Waits => return Poll::Pending,
+            Cancellation::Proceeds => {}
         }
         match this.ctx.take_signal(this.seq, &this.name, cx) {
             Taking::Signal(signal) => {
@@ -766,7 +972,7 @@ impl<T: DeserializeOwned> Future for SignalWaitWithTimeout<T> {
             return Poll::Ready(taken.map(Some));
         }
         match Pin::new(&mut this.timer).poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Ok(None)),
+            Poll::Ready(fired) => Poll::Ready(fired.map(|()| None)),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -820,6 +1026,8 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         now: task.created_at,
         job_id: task.job_id,
         idempotency_key: task.idempotency_key.clone(),
+        cancel: task.cancel,
+        compensation_ms: task.compensation_ms.unwrap_or(0),
     }));
     let ctx = WorkflowContext {
         replay: state.clone(),
@@ -830,6 +1038,7 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         .iter()
         .filter_map(JournalEntry::arrival)
         .chain(task.signals.iter().filter_map(|s| s.arrival))
+        .chain(task.cancel.map(|c| c.arrival))
         .collect();
     arrivals.sort_unstable();
     arrivals.dedup();
@@ -861,6 +1070,16 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         }];
     }
     let mut commands = replay.commands.clone();
+    // The bound the code declared last, if the engine does not have it yet: first, so that
+    // it is recorded before anything the task's other commands start.
+    if replay.compensation_ms != task.compensation_ms.unwrap_or(0) {
+        commands.insert(
+            0,
+            WorkflowCommand::DeclareCompensation {
+                within_ms: replay.compensation_ms,
+            },
+        );
+    }
     match outcome {
         Err(panic) => {
             let message = panic

@@ -4,7 +4,7 @@
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{actor, retry_transient, visible, Engine, Events};
+use super::{actor, compensation, retry_transient, visible, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{
     event, ActivityStatus, AttemptStatus, AttemptView, ErrorInfo, JobKind, JobStatus, JobView,
@@ -179,10 +179,17 @@ impl Engine {
     /// Guarantees: the job becomes `cancelled`, its open activities close (so every later
     /// result is `lost`), and its live attempts become `cancelled` (their heartbeats then
     /// answer `cancel_requested: true`). Repeating answers the cancelled job again. A job
-    /// already `succeeded` or `failed` answers [`EngineError::JobFinished`]. A child job
-    /// wakes its parent in the same transaction. Then, each in a transaction of its own,
-    /// its open child jobs are cancelled the same way (grandchildren too); a child already
-    /// finished is left alone.
+    /// already `succeeded` or `failed` answers [`EngineError::JobFinished`].
+    ///
+    /// A workflow job whose workflow declared a compensation bound (and is not parked) is
+    /// not closed at once: the cancel is recorded (`cancel_requested_at`, event
+    /// `cancel_requested`), its open activities close as above, and the workflow is woken
+    /// to compensate; the job stays `running` until the workflow returns or the bound
+    /// passes, then ends `cancelled`. Repeating meanwhile changes nothing.
+    ///
+    /// A child job wakes its parent in the same transaction. Then, each in a transaction
+    /// of its own, a workflow job's open child jobs are cancelled the same way
+    /// (grandchildren too); a child already finished is left alone.
     pub async fn cancel_job(&self, scope: &Scope, job_id: Uuid) -> Result<JobView, EngineError> {
         let owner = self.owner_of_job(scope, job_id).await?;
         retry_transient!(self.cancel_job_once(&owner, job_id))?;
@@ -190,7 +197,7 @@ impl Engine {
         // After the job's own cancellation committed (so a child closing at the same
         // time, which locks child then parent, never waits on this in a cycle). Only a
         // workflow job has children.
-        if view.kind == JobKind::Workflow {
+        if view.kind == JobKind::Workflow && !view.children.is_empty() {
             self.cancel_children(&owner, job_id).await;
         }
         Ok(view)
@@ -209,6 +216,17 @@ impl Engine {
         }
         let who = actor::client(owner);
         let mut events = Events::for_job(owner, job_id);
+        if job.kind == JobKind::Workflow && job.wf_cancel_requested_at.is_some() {
+            // Compensating already: the cancel was recorded once.
+            return Ok(());
+        }
+        if job.kind == JobKind::Workflow && compensation::compensates(&job) {
+            if compensation::request_cancel(tx.as_mut(), &mut events, &job, &who).await? {
+                events.flush(tx.as_mut(), &self.metrics).await?;
+                tx.commit().await?;
+            }
+            return Ok(());
+        }
         let error = ErrorInfo::new("job_cancelled", "the job was cancelled by its owner");
         close_open_activities(
             tx.as_mut(),
@@ -255,8 +273,9 @@ impl Engine {
 }
 
 /// Closes every open activity of a job (cancelled, `error` recorded) and cancels their
-/// live attempts, as `cancelled_by` for `reason`: the job is closing, so no later result
-/// may take a slot and no worker should keep working.
+/// live attempts, as `cancelled_by` for `reason`: the job is closing (or its workflow is
+/// told of its cancel), so no later result may take a slot and no worker should keep
+/// working. Returns the ids of the activities it closed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn close_open_activities(
     tx: &mut dyn crate::store::StoreTx,
@@ -267,13 +286,15 @@ pub(crate) async fn close_open_activities(
     cancelled_by: &str,
     actor: &str,
     reason: &str,
-) -> Result<(), EngineError> {
+) -> Result<Vec<Uuid>, EngineError> {
+    let mut closed = Vec::new();
     for activity in tx.activities_of_job(owner, job_id).await? {
         if activity.status.is_closed() {
             continue;
         }
         tx.close_activity(owner, activity.id, ActivityStatus::Cancelled, Some(error))
             .await?;
+        closed.push(activity.id);
         for (attempt, was) in tx
             .cancel_live_attempts(&LiveAttemptsCancellation {
                 owner,
@@ -292,5 +313,5 @@ pub(crate) async fn close_open_activities(
             );
         }
     }
-    Ok(())
+    Ok(closed)
 }

@@ -7,7 +7,8 @@
 //! - dispatch and heartbeats (leases, fencing): `dispatch.rs`;
 //! - the CAS commit (invariant 4): [`complete`](Engine::complete) in `commit.rs`;
 //! - retry and failover after an attempt ends: `policy.rs`;
-//! - manual attempts and cancellation: `intervene.rs`;
+//! - manual attempts and cancellation: `intervene.rs`; a workflow's compensation after
+//!   its job's cancel: `compensation.rs`;
 //! - the lease reaper (invariant 3): [`reap`](Engine::reap) in `reaper.rs`;
 //! - output contracts and certifications (invariant 6): `contracts.rs`;
 //! - cron schedules and the scheduler pass: `schedules.rs`;
@@ -17,6 +18,7 @@ mod batch;
 mod children;
 mod clock;
 mod commit;
+mod compensation;
 mod contracts;
 mod dispatch;
 mod inflight;

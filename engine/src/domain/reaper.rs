@@ -1,6 +1,8 @@
 //! The lease reaper (invariant 3): a started attempt whose lease expired becomes
 //! `unknown` and blocks its activity; a scheduled attempt nobody started in time becomes
-//! `expired` and fails over at once. Safe to run in any number of processes at once.
+//! `expired` and fails over at once. Beside it, due workflow timers fire and cancelled
+//! workflows past their compensation bound close. Safe to run in any number of processes
+//! at once.
 
 use serde_json::json;
 use uuid::Uuid;
@@ -26,6 +28,8 @@ pub struct ReapReport {
     /// Open child jobs of cancelled parents, now cancelled (a parent's cancel cascade
     /// cut short, e.g. by a crash).
     pub children_cancelled: u64,
+    /// Cancelled workflow jobs whose compensation bound passed, now `cancelled`.
+    pub compensations_timed_out: u64,
     /// Attempts that failed in a transaction of their own (a stored row that no longer
     /// parses, say): each was logged and counted
     /// (`onceflow_pass_item_failures_total{pass="reaper"}`), left as it was, and is tried
@@ -82,6 +86,13 @@ impl Engine {
             let (seen, fired) = retry_transient!(self.fire_due_timers())?;
             report.timers_fired += fired;
             if seen < BATCH as u64 || fired == 0 {
+                break;
+            }
+        }
+        loop {
+            let (seen, closed) = retry_transient!(self.close_overdue_compensations(BATCH))?;
+            report.compensations_timed_out += closed;
+            if seen < BATCH as u64 || closed == 0 {
                 break;
             }
         }

@@ -688,6 +688,7 @@ fn created_view(inserted: JobRow, activities: Vec<ActivityView>) -> JobView {
         parent_job_id: inserted.parent_job_id,
         // A job just created has started nothing yet.
         children: Vec::new(),
+        cancel_requested_at: inserted.wf_cancel_requested_at,
         activities,
         signals: None,
     }

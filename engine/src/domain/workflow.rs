@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::children::{journal_entry, StartChild};
 use super::intervene::close_open_activities;
 use super::signals::recorded_signals;
-use super::{actor, retry_transient, Engine, Events};
+use super::{actor, compensation, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, ActivityStatus, ErrorInfo, JobKind, JobStatus, Scope};
 use crate::request::{canonical_json, JobRequest, JobTarget};
@@ -18,7 +18,7 @@ use crate::store::{Arrival, JobClosing, JobResultCommit};
 use crate::store::{JobRow, NewActivity, NewAttempt, StoreTx, WorkflowClaimFilter};
 use crate::ClaimRequest;
 use onceflow_protocol::workflow::{
-    CompleteWorkflowTaskRequest, JournalEntry, Task, WorkflowCommand, WorkflowTask,
+    CancelRequest, CompleteWorkflowTaskRequest, JournalEntry, Task, WorkflowCommand, WorkflowTask,
 };
 
 /// How a workflow-task completion was taken.
@@ -114,6 +114,13 @@ impl Engine {
                 read_version: job.version,
                 journal,
                 signals,
+                cancel: job.wf_cancel_requested_at.zip(job.wf_cancel_arrival).map(
+                    |(requested_at, arrival)| CancelRequest {
+                        arrival,
+                        requested_at,
+                    },
+                ),
+                compensation_ms: job.wf_compensation_ms.map(|ms| ms as u64),
             });
         }
         tx.append_events(&all_events).await?;
@@ -131,6 +138,11 @@ impl Engine {
     /// stale task changes nothing ([`WorkflowTaskOutcome::Stale`]). A command that
     /// contradicts the journal (a different activity at a recorded position) parks the
     /// job with `nondeterminism`, visibly, instead of re-planning.
+    ///
+    /// Once the job's cancel was requested, `complete_job` and `fail_job` end it
+    /// `cancelled` (event `job_cancelled` with what the workflow returned), and a task
+    /// completed after the compensation bound passed is stale: the job ends `cancelled`
+    /// then (if the deadlines' pass has not closed it yet) and none of its commands apply.
     pub async fn complete_workflow_task(
         &self,
         scope: &Scope,
@@ -158,6 +170,17 @@ impl Engine {
             .ok_or(EngineError::NotFound)?;
         if job.kind != JobKind::Workflow {
             return Err(EngineError::NotFound);
+        }
+        if let Some(deadline) = job.wf_cancel_deadline {
+            if !job.status.is_closed() && deadline <= tx.now().await? {
+                // Too late: the compensation bound passed before this task completed.
+                let mut events = Events::for_job(owner, job_id);
+                compensation::end_overdue(tx.as_mut(), &mut events, owner, job_id, actor::ENGINE)
+                    .await?;
+                events.flush(tx.as_mut(), &self.metrics).await?;
+                tx.commit().await?;
+                return Ok(WorkflowTaskOutcome::Stale);
+            }
         }
         if job.wf_lease_token != Some(request.lease_token) {
             if job.status.is_closed() || job.version != request.read_version {
@@ -357,6 +380,36 @@ impl Engine {
                     task_queue: task_queue.as_deref(),
                 };
                 return self.start_child(tx, events, job, &start).await;
+            }
+            WorkflowCommand::DeclareCompensation { within_ms } => {
+                if *within_ms > compensation::MAX_COMPENSATION_MS {
+                    return Ok(Some(ErrorInfo::new(
+                        "invalid_request",
+                        format!(
+                            "commands: a compensation bound is at most 24 h ({} ms), not {within_ms} ms",
+                            compensation::MAX_COMPENSATION_MS
+                        ),
+                    )));
+                }
+                let bound = (*within_ms > 0).then_some(*within_ms as i64);
+                if tx.declare_compensation(owner, job.id, bound).await? {
+                    events.push(
+                        event::COMPENSATION_DECLARED,
+                        None,
+                        actor::ENGINE,
+                        json!({ "within_ms": within_ms }),
+                    );
+                }
+            }
+            WorkflowCommand::CompleteJob { result } if job.wf_cancel_requested_at.is_some() => {
+                if compensation::end(tx, events, job, version, Ok(result)).await? {
+                    self.job_closed(tx, job, JobStatus::Cancelled).await?;
+                }
+            }
+            WorkflowCommand::FailJob { error } if job.wf_cancel_requested_at.is_some() => {
+                if compensation::end(tx, events, job, version, Err(error)).await? {
+                    self.job_closed(tx, job, JobStatus::Cancelled).await?;
+                }
             }
             WorkflowCommand::CompleteJob { result } => {
                 if tx

@@ -148,7 +148,8 @@ pub async fn list_jobs(
     }))
 }
 
-/// The owner gives up the intent. Repeating answers 202 again.
+/// The owner gives up the intent. Repeating answers 202 again. A workflow that declared a
+/// compensation bound stays `running` (with `cancel_requested_at`) while it compensates.
 #[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "client",
     params(("id" = uuid::Uuid, Path)),
     responses((status = 202, body = JobView), (status = 404, body = ErrorBody), (status = 409, description = "job_finished", body = ErrorBody)))]

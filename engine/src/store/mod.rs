@@ -617,6 +617,49 @@ pub trait StoreTx: Send {
     /// A workflow job's children (the jobs it started, `parent_job_id` = `parent`) by
     /// position, each with its outcome's number in the parent's arrival order.
     async fn children_of_job(&mut self, owner: &str, parent: Uuid) -> StoreResult<Vec<ChildRow>>;
+    /// Records the compensation bound a workflow declared (`None`: none) on an open job,
+    /// under its workflow task's CAS; `false` for a closed job.
+    async fn declare_compensation(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        within_ms: Option<i64>,
+    ) -> StoreResult<bool>;
+
+    /// Records the owner's cancel of an open workflow job that declared a compensation
+    /// bound and has none recorded yet, if `version` is current: the request time, the
+    /// deadline (now + the bound), a moved version and no workflow task in flight.
+    /// `false` (nothing changed) otherwise. Its arrival is numbered by
+    /// [`StoreTx::mark_workflow_ready`] with [`Arrival::Cancel`].
+    async fn request_workflow_cancel(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+    ) -> StoreResult<bool>;
+
+    /// A cancelled workflow returned: its job ends `cancelled` with `error` if `version`
+    /// is current and its cancel was requested, and leaves the compensation deadlines.
+    async fn end_compensation(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+        error: &ErrorInfo,
+    ) -> StoreResult<bool>;
+
+    /// A cancelled workflow's compensation bound passed: its job ends `cancelled` with
+    /// `error`, once, if it is still open and overdue by the store's clock.
+    async fn close_overdue_compensation(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        error: &ErrorInfo,
+    ) -> StoreResult<bool>;
+
+    /// Locks (without waiting) up to `limit` open jobs whose compensation bound passed:
+    /// `(owner, job id)`.
+    async fn lock_due_compensations(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>>;
 
     /// The arrival numbers of a job's activities whose outcome arrived: `(seq, arrival)`
     /// by position.

@@ -55,6 +55,17 @@ pub struct JobRow {
     pub wf_lease_token: Option<Uuid>,
     /// Workflow jobs: parked (e.g. non-determinism); no more workflow tasks.
     pub wf_parked: bool,
+    /// Workflow jobs: the compensation bound the workflow declared, in milliseconds (1 ms
+    /// to 24 h); `None` when it declared none, and a cancel closes the job at once.
+    pub wf_compensation_ms: Option<i64>,
+    /// Workflow jobs: when the owner asked to cancel a job that declared a compensation
+    /// bound; the job stays open while its workflow compensates.
+    pub wf_cancel_requested_at: Option<DateTime<Utc>>,
+    /// Workflow jobs compensating now: when the job ends `cancelled` regardless. Cleared
+    /// when the job closes.
+    pub wf_cancel_deadline: Option<DateTime<Utc>>,
+    /// Workflow jobs: the cancel's number in the job's arrival order.
+    pub wf_cancel_arrival: Option<i64>,
     /// The workflow job that started this one as its child; `None` for a top-level job.
     /// Set at the insert, never changed.
     pub parent_job_id: Option<Uuid>,
@@ -238,6 +249,9 @@ pub enum Arrival {
     Activity(Uuid),
     /// The timer at this position fired.
     Timer(i32),
+    /// The owner asked to cancel the job (it declared a compensation bound): the number
+    /// goes to `jobs.wf_cancel_arrival`.
+    Cancel,
     /// The child job with this id reached a final status (its number is recorded on the
     /// child's row, in the parent's order).
     Child(Uuid),
@@ -424,6 +438,7 @@ pub(crate) fn view_of(job: JobRow, activities: &[ActivityRow], attempts: &[Attem
         parent_job_id: job.parent_job_id,
         // Filled by the view assembly, which reads them (`children_of_jobs`).
         children: Vec::new(),
+        cancel_requested_at: job.wf_cancel_requested_at,
         activities,
         signals: None,
     }

@@ -445,4 +445,51 @@ rules! {
         assert_eq!(view.error.unwrap().code, "job_cancelled");
         assert_eq!(engine.reap().await.unwrap().children_cancelled, 0, "once");
     }
+
+    async fn a_child_pending_when_its_compensating_parent_is_cancelled_is_cancelled_and_the_parent_compensates(db) {
+        async fn waiter(ctx: WorkflowContext, _input: Value) -> Result<String, WorkflowError> {
+            let go: String = ctx.wait_signal("go").await?;
+            Ok(go)
+        }
+        async fn parent(ctx: WorkflowContext, _input: Value) -> Result<String, WorkflowError> {
+            ctx.compensate_within(Duration::from_secs(60));
+            match ctx.child_workflow::<String>("waiter", json!({})).await {
+                Ok(done) => Ok(done),
+                Err(e) if e.is_cancelled() => {
+                    let undone: Text = ctx.activity("undo", Text { text: "child".into() }).await?;
+                    Ok(undone.text)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        let server = TestServer::start(db).await;
+        let worker = spawn_worker(
+            Worker::builder(&server.api.url, &server.tokens.worker)
+                .workflow("parent", parent)
+                .workflow("waiter", waiter)
+                .provider("undo", "undo", |_ctx: ActivityContext, t: Text| async move {
+                    Ok::<_, ActivityError>(Text { text: format!("undid {}", t.text) })
+                })
+                .build()
+                .unwrap(),
+        );
+        let client = Client::new(&server.api.url, &server.tokens.client).unwrap();
+        let id = client.submit("p", &workflow_job("parent", json!({}))).await.unwrap().job.id;
+        wait_for("the child to start and wait", Duration::from_secs(30), || async {
+            let job = client.job(id).await.unwrap();
+            match job.children.first() {
+                Some(child) => client.events(*child).await.unwrap().iter().any(|e| e.kind == "workflow_task_completed"),
+                None => false,
+            }
+        })
+        .await;
+        let child = client.job(id).await.unwrap().children[0];
+        client.cancel(id).await.unwrap();
+        let job = client.wait(id, Duration::from_secs(30)).await.unwrap();
+        assert_eq!(job.status, JobStatus::Cancelled, "{:?}", job.error);
+        let ended = client.events(id).await.unwrap().into_iter().find(|e| e.kind == "job_cancelled").expect("job_cancelled");
+        assert_eq!(ended.data["compensation"]["result"], json!("undid child"));
+        assert_eq!(client.job(child).await.unwrap().status, JobStatus::Cancelled, "the cancel reached the child");
+        worker.shutdown_token().cancel();
+    }
 }

@@ -150,7 +150,7 @@ rules! {
         let port = server.port();
         async fn napper(ctx: WorkflowContext, _input: serde_json::Value) -> Result<i64, WorkflowError> {
             let before = ctx.now();
-            ctx.sleep(Duration::from_secs(2)).await;
+            ctx.sleep(Duration::from_secs(2)).await?;
             Ok((ctx.now() - before).num_milliseconds())
         }
         let worker = spawn_worker(Worker::builder(&server.api.url, &worker_token).workflow("napper", napper).build().unwrap());

@@ -380,4 +380,55 @@ rules! {
         let signals = view.signals.unwrap();
         assert_eq!(signals.iter().map(|s| s.consumed).collect::<Vec<_>>(), vec![true, false], "signal 1 stays with its first wait");
     }
+
+    async fn a_signal_wait_pending_when_the_job_is_cancelled_returns_job_cancelled_and_compensation_runs(db) {
+        // The expense waits for `approve` with a compensation bound; the owner cancels it:
+        // the wait resolves to `job_cancelled`, the workflow notifies the requester (a
+        // compensation step), and a signal sent afterwards is refused.
+        async fn cancellable(ctx: WorkflowContext, _input: Value) -> Result<String, WorkflowError> {
+            ctx.compensate_within(Duration::from_secs(60));
+            match ctx.wait_signal::<Approval>("approve").await {
+                Ok(a) => Ok(format!("approved by {}", a.by)),
+                Err(e) if e.is_cancelled() => {
+                    let told: String = ctx.activity("notify", json!({"why": "cancelled"})).await?;
+                    Ok(told)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        let server = TestServer::start(db).await;
+        let notified = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let n = notified.clone();
+        let worker = spawn_worker(
+            Worker::builder(&server.api.url, &server.tokens.worker)
+                .workflow("cancellable", cancellable)
+                .provider("notify", "notify", move |_ctx: ActivityContext, _v: Value| {
+                    let n = n.clone();
+                    async move {
+                        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        Ok::<_, ActivityError>("requester told".to_owned())
+                    }
+                })
+                .build()
+                .unwrap(),
+        );
+        let client = Client::new(&server.api.url, &server.tokens.client).unwrap();
+        let id = client.submit("c1", &workflow_job("cancellable", json!({}))).await.unwrap().job.id;
+        wait_for("the bound to be declared", Duration::from_secs(30), || async {
+            client.events(id).await.unwrap().iter().any(|e| e.kind == "compensation_declared")
+        })
+        .await;
+        let answered = client.cancel(id).await.unwrap();
+        assert!(answered.cancel_requested_at.is_some(), "{answered:?}");
+        let job = client.wait(id, Duration::from_secs(30)).await.unwrap();
+        assert_eq!(job.status, JobStatus::Cancelled, "{:?}", job.error);
+        assert_eq!(notified.load(std::sync::atomic::Ordering::SeqCst), 1, "the compensation ran once");
+        let events = client.events(id).await.unwrap();
+        let ended = events.iter().find(|e| e.kind == "job_cancelled").expect("job_cancelled");
+        assert_eq!(ended.data["compensation"]["result"], json!("requester told"));
+        let late = client.signal(id, "approve", &Approval { by: "ann".into() }, "late").await.unwrap_err();
+        assert!(matches!(late, onceflow_worker::SdkError::Api { ref code, .. } if code == "job_finished"), "{late:?}");
+        assert_eq!(job.signals.map(|s| s.len()), Some(0));
+        worker.shutdown_token().cancel();
+    }
 }

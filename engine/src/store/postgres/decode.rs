@@ -104,6 +104,10 @@ pub(super) fn job_row_in(row: Cols) -> StoreResult<JobRow> {
         wf_lease_token: row.get("wf_lease_token")?,
         wf_parked: row.get("wf_parked")?,
         parent_job_id: row.get("parent_job_id")?,
+        wf_compensation_ms: row.get("wf_compensation_ms")?,
+        wf_cancel_requested_at: row.get("wf_cancel_requested_at")?,
+        wf_cancel_deadline: row.get("wf_cancel_deadline")?,
+        wf_cancel_arrival: row.get("wf_cancel_arrival")?,
     })
 }
 
@@ -259,5 +263,9 @@ pub(super) fn inserted_job_row(job: &NewJob, row: &PgRow) -> StoreResult<JobRow>
         wf_lease_token: None,
         wf_parked: false,
         parent_job_id: None,
+        wf_compensation_ms: None,
+        wf_cancel_requested_at: None,
+        wf_cancel_deadline: None,
+        wf_cancel_arrival: None,
     })
 }

@@ -872,6 +872,14 @@ impl StoreTx for PgTx {
                     .execute(&mut *self.tx)
                     .await?;
             }
+            Arrival::Cancel => {
+                sqlx::query(RECORD_CANCEL_ARRIVAL_SQL)
+                    .bind(owner)
+                    .bind(job_id)
+                    .bind(number)
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
         }
         self.notify_work(&queue).await?;
         Ok(())
@@ -891,6 +899,86 @@ impl StoreTx for PgTx {
                 })
             })
             .collect()
+    }
+
+    async fn declare_compensation(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        within_ms: Option<i64>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(DECLARE_COMPENSATION_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(within_ms)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn request_workflow_cancel(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(REQUEST_WORKFLOW_CANCEL_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(version)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn end_compensation(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+        error: &ErrorInfo,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(END_COMPENSATION_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(version)
+            .bind(to_json(error)?)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn close_overdue_compensation(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        error: &ErrorInfo,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(CLOSE_OVERDUE_COMPENSATION_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(to_json(error)?)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn lock_due_compensations(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
+        // Compensation deadlines: each overdue job is taken by one engine only (SKIP LOCKED).
+        if let Some(citus) = self.citus.clone() {
+            return self
+                .lock_owner_by_owner(
+                    &citus,
+                    CITUS_DUE_COMPENSATION_OWNERS_SQL,
+                    CITUS_LOCK_DUE_COMPENSATIONS_SQL,
+                    limit,
+                )
+                .await;
+        }
+        Ok(sqlx::query_as(LOCK_DUE_COMPENSATIONS_SQL)
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?)
     }
 
     async fn activity_arrivals_of_job(

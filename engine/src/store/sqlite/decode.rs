@@ -133,6 +133,10 @@ pub(super) fn job_row(row: &SqliteRow) -> StoreResult<JobRow> {
         wf_lease_token: opt_uid(row, "wf_lease_token")?,
         wf_parked: row.try_get("wf_parked")?,
         parent_job_id: opt_uid(row, "parent_job_id")?,
+        wf_compensation_ms: row.try_get("wf_compensation_ms")?,
+        wf_cancel_requested_at: opt_ts(row, "wf_cancel_requested_at")?,
+        wf_cancel_deadline: opt_ts(row, "wf_cancel_deadline")?,
+        wf_cancel_arrival: row.try_get("wf_cancel_arrival")?,
     })
 }
 

@@ -223,6 +223,26 @@ pub(super) const OPEN_CHILDREN_OF_CANCELLED_PARENTS_SQL: &str =
 pub(super) const ACTIVITY_ARRIVALS_OF_JOB_SQL: &str =
     include_str!("sql/activity_arrivals_of_job.sql");
 
+/// Records the compensation bound a workflow declared, under its workflow task's CAS.
+pub(super) const DECLARE_COMPENSATION_SQL: &str = include_str!("sql/declare_compensation.sql");
+
+/// The owner cancels a workflow job that declared a compensation bound.
+pub(super) const REQUEST_WORKFLOW_CANCEL_SQL: &str =
+    include_str!("sql/request_workflow_cancel.sql");
+
+/// Records when (in the job's arrival order) the owner's cancel arrived.
+pub(super) const RECORD_CANCEL_ARRIVAL_SQL: &str = include_str!("sql/record_cancel_arrival.sql");
+
+/// A cancelled workflow returned: the job ends `cancelled`.
+pub(super) const END_COMPENSATION_SQL: &str = include_str!("sql/end_compensation.sql");
+
+/// A cancelled workflow's compensation bound passed: the job ends `cancelled`.
+pub(super) const CLOSE_OVERDUE_COMPENSATION_SQL: &str =
+    include_str!("sql/close_overdue_compensation.sql");
+
+/// The compensation deadlines' loop: jobs whose compensation bound passed.
+pub(super) const LOCK_DUE_COMPENSATIONS_SQL: &str = include_str!("sql/lock_due_compensations.sql");
+
 /// A job's timers by position.
 pub(super) const TIMERS_OF_JOB_SQL: &str = include_str!("sql/timers_of_job.sql");
 

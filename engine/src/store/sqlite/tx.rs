@@ -652,6 +652,14 @@ impl StoreTx for SqliteTx {
                     .execute(&mut *self.tx)
                     .await?;
             }
+            Arrival::Cancel => {
+                sqlx::query(RECORD_CANCEL_ARRIVAL_SQL)
+                    .bind(number)
+                    .bind(owner)
+                    .bind(job_id.to_string())
+                    .execute(&mut *self.tx)
+                    .await?;
+            }
         }
         Ok(())
     }
@@ -669,6 +677,83 @@ impl StoreTx for SqliteTx {
                     arrival: r.try_get("parent_arrival")?,
                 })
             })
+            .collect()
+    }
+
+    async fn declare_compensation(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        within_ms: Option<i64>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(DECLARE_COMPENSATION_SQL)
+            .bind(within_ms)
+            .bind(self.now)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn request_workflow_cancel(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(REQUEST_WORKFLOW_CANCEL_SQL)
+            .bind(self.now)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(version)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn end_compensation(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+        error: &ErrorInfo,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(END_COMPENSATION_SQL)
+            .bind(text(error)?)
+            .bind(self.now)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(version)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn close_overdue_compensation(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        error: &ErrorInfo,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(CLOSE_OVERDUE_COMPENSATION_SQL)
+            .bind(text(error)?)
+            .bind(self.now)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn lock_due_compensations(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>> {
+        let rows = sqlx::query(LOCK_DUE_COMPENSATIONS_SQL)
+            .bind(self.now)
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("owner_id")?, uid(r, "id")?)))
             .collect()
     }
 

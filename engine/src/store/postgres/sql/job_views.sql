@@ -2,5 +2,6 @@
 -- exist are left out.
 SELECT owner_id, id, idempotency_key, fingerprint, kind, workflow, activity, task_queue, input,
     status, version, result, error, completed_by, created_at, updated_at, finished_at, wf_ready,
-    wf_lease_token, wf_parked, parent_job_id FROM jobs WHERE (owner_id, id) IN (SELECT * FROM unnest($1::text[],
+    wf_lease_token, wf_parked, parent_job_id, wf_compensation_ms, wf_cancel_requested_at,
+    wf_cancel_deadline, wf_cancel_arrival FROM jobs WHERE (owner_id, id) IN (SELECT * FROM unnest($1::text[],
     $2::uuid[]))

@@ -15,8 +15,8 @@ WITH found AS MATERIALIZED (
         SELECT j.owner_id, j.id, j.idempotency_key, j.fingerprint, j.kind, j.workflow, j.activity,
             j.task_queue, j.input, j.status, j.version, j.result, j.error, j.completed_by,
             j.created_at, j.updated_at, j.finished_at, j.wf_ready, j.wf_lease_token,
-            j.wf_parked, j.parent_job_id
-        FROM jobs j WHERE j.owner_id = f.owner_id AND j.id = f.job_id OFFSET 0 FOR UPDATE
+            j.wf_parked, j.parent_job_id, j.wf_compensation_ms, j.wf_cancel_requested_at,
+            j.wf_cancel_deadline, j.wf_cancel_arrival FROM jobs j WHERE j.owner_id = f.owner_id AND j.id = f.job_id OFFSET 0 FOR UPDATE
     ) j
 )
 SELECT l.owner_id AS j_owner_id, l.id AS j_id, l.idempotency_key AS j_idempotency_key,
@@ -25,9 +25,11 @@ SELECT l.owner_id AS j_owner_id, l.id AS j_id, l.idempotency_key AS j_idempotenc
     l.status AS j_status, l.version AS j_version, l.result AS j_result, l.error AS j_error,
     l.completed_by AS j_completed_by, l.created_at AS j_created_at, l.updated_at AS j_updated_at,
     l.finished_at AS j_finished_at, l.wf_ready AS j_wf_ready, l.wf_lease_token AS j_wf_lease_token,
-    l.wf_parked AS j_wf_parked, l.parent_job_id AS j_parent_job_id, c.owner_id AS c_owner_id,
-    c.activity AS c_activity, c.contract_hash AS c_contract_hash,
-    c.output_schema AS c_output_schema, t.*
+    l.wf_parked AS j_wf_parked, l.parent_job_id AS j_parent_job_id,
+    l.wf_compensation_ms AS j_wf_compensation_ms,
+    l.wf_cancel_requested_at AS j_wf_cancel_requested_at,
+    l.wf_cancel_deadline AS j_wf_cancel_deadline, l.wf_cancel_arrival AS j_wf_cancel_arrival, c.owner_id AS c_owner_id, c.activity AS c_activity,
+    c.contract_hash AS c_contract_hash, c.output_schema AS c_output_schema, t.*
 FROM locked l
 CROSS JOIN LATERAL unnest(l.attempt_ids) AS u(id)
 -- Lock order: each attempt after its job. Locked, so read as it is now (after

@@ -10,7 +10,8 @@ WITH found AS MATERIALIZED (
         SELECT x.owner_id, x.id, x.idempotency_key, x.fingerprint, x.kind, x.workflow, x.activity,
             x.task_queue, x.input, x.status, x.version, x.result, x.error, x.completed_by,
             x.created_at, x.updated_at, x.finished_at, x.wf_ready, x.wf_lease_token,
-            x.wf_parked, x.parent_job_id FROM jobs x
+            x.wf_parked, x.parent_job_id, x.wf_compensation_ms, x.wf_cancel_requested_at,
+            x.wf_cancel_deadline, x.wf_cancel_arrival FROM jobs x
         -- By key on jobs_one_per_idempotency_key, the owner as a filter (ARRAY_LOOKUPS).
         WHERE x.idempotency_key = ($2::text[])[k.i] AND (x.owner_id = ($1::text[])[k.i]) IS TRUE OFFSET 0
     ) x
@@ -45,8 +46,10 @@ SELECT f.owner_id AS j_owner_id, f.id AS j_id, f.idempotency_key AS j_idempotenc
     f.status AS j_status, f.version AS j_version, f.result AS j_result, f.error AS j_error,
     f.completed_by AS j_completed_by, f.created_at AS j_created_at, f.updated_at AS j_updated_at,
     f.finished_at AS j_finished_at, f.wf_ready AS j_wf_ready, f.wf_lease_token AS j_wf_lease_token,
-    f.wf_parked AS j_wf_parked, f.parent_job_id AS j_parent_job_id, a.owner_id AS a_owner_id,
-    a.id AS a_id, a.job_id AS a_job_id,
+    f.wf_parked AS j_wf_parked, f.parent_job_id AS j_parent_job_id,
+    f.wf_compensation_ms AS j_wf_compensation_ms,
+    f.wf_cancel_requested_at AS j_wf_cancel_requested_at,
+    f.wf_cancel_deadline AS j_wf_cancel_deadline, f.wf_cancel_arrival AS j_wf_cancel_arrival, a.owner_id AS a_owner_id, a.id AS a_id, a.job_id AS a_job_id,
     a.seq AS a_seq, a.name AS a_name, a.providers AS a_providers, a.options AS a_options,
     a.task_queue AS a_task_queue, a.input AS a_input, a.status AS a_status, a.version AS a_version,
     a.completed_by AS a_completed_by, a.result AS a_result, a.error AS a_error,

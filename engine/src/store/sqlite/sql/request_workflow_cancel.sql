@@ -1,0 +1,10 @@
+-- The owner cancels a workflow job that declared a compensation bound: records the
+-- request and its deadline (now + the bound), moves the version and drops the workflow
+-- task in flight (it replayed without the cancel: its completion is stale), so that the
+-- next task replays with the cancel.
+-- Cancel once, of an open job at the version read under its lock, with a bound declared.
+UPDATE jobs
+SET wf_cancel_requested_at = ?1, wf_cancel_deadline = ?1 + wf_compensation_ms * 1000,
+    version = version + 1, wf_lease_token = NULL, wf_lease_expires_at = NULL, updated_at = ?1
+WHERE owner_id = ?2 AND id = ?3 AND version = ?4 AND status IN ('queued', 'running')
+  AND kind = 'workflow' AND wf_compensation_ms IS NOT NULL AND wf_cancel_requested_at IS NULL
