@@ -7,6 +7,6 @@
 
 mod browser {
     mod schedules;
-    mod signals;
     mod story;
+    mod workflows;
 }
