@@ -594,9 +594,7 @@ async fn record_patch(
     if !(1..=MAX_PATCH_ID_CHARS).contains(&chars) {
         return Ok(Some(ErrorInfo::new(
             "invalid_request",
-            format!(
-                "commands: a patch id is 1 to {MAX_PATCH_ID_CHARS} characters, not {chars}"
-            ),
+            format!("commands: a patch id is 1 to {MAX_PATCH_ID_CHARS} characters, not {chars}"),
         )));
     }
     if tx

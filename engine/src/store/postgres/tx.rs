@@ -1104,9 +1104,7 @@ impl StoreTx for PgTx {
             .bind(job_id)
             .fetch_all(&mut *self.tx)
             .await?;
-        rows.iter()
-            .map(|r| Ok(r.try_get("patch_id")?))
-            .collect()
+        rows.iter().map(|r| Ok(r.try_get("patch_id")?)).collect()
     }
 
     async fn consume_signal(

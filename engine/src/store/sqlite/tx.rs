@@ -884,9 +884,7 @@ impl StoreTx for SqliteTx {
             .bind(job_id.to_string())
             .fetch_all(&mut *self.tx)
             .await?;
-        rows.iter()
-            .map(|r| Ok(r.try_get("patch_id")?))
-            .collect()
+        rows.iter().map(|r| Ok(r.try_get("patch_id")?)).collect()
     }
 
     async fn consume_signal(
