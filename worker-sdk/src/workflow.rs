@@ -9,6 +9,10 @@
 //! the same order, and a wait takes the one its history gave it. Replaying is side-effect free, so it can
 //! run any number of times, on any worker.
 //!
+//! Versioning: [`WorkflowContext::patched`] lets changed code keep the jobs that ran the
+//! old code on their recorded path (Temporal's `patched`), and
+//! [`WorkflowContext::deprecate_patch`] retires a patch; patch markers take no position.
+//!
 //! Cancellation: a workflow that declared a compensation bound
 //! ([`WorkflowContext::compensate_within`]) learns of its job's cancel. The cancel is
 //! delivered at its place in the arrival order; every step created before then whose own
