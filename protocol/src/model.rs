@@ -593,6 +593,9 @@ pub mod event {
     /// A cancelled workflow's compensation bound passed before it returned: the job was
     /// closed `cancelled` regardless.
     pub const COMPENSATION_TIMED_OUT: &str = "compensation_timed_out";
+    /// A workflow recorded a patch marker (`ctx.patched` reached at the frontier of its
+    /// history, or `ctx.deprecate_patch`): `data` `patch_id`, `deprecated`.
+    pub const PATCH_RECORDED: &str = "patch_recorded";
 }
 
 status_enum! {

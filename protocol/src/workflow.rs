@@ -60,6 +60,10 @@ pub struct WorkflowTask {
     /// engine recorded it; `None` when it declared none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compensation_ms: Option<u64>,
+    /// The patch markers the job recorded (`ctx.patched`, `ctx.deprecate_patch`), by id.
+    /// A marker takes no position: `ctx.patched(id)` is true for a job that recorded `id`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<String>,
 }
 
 /// The owner asked to cancel a workflow job that declared a compensation bound: the job
@@ -250,6 +254,17 @@ pub enum WorkflowCommand {
     DeclareCompensation {
         /// The bound, in milliseconds.
         within_ms: u64,
+    },
+    /// Record patch marker `id` for the job (`ctx.patched` reached at the frontier of the
+    /// job's history, or `ctx.deprecate_patch`): from then on every replay of the job sees
+    /// `ctx.patched(id)` true. Takes no position; recording a marker the job has is a
+    /// no-op. An id is 1 to 200 characters (another parks the workflow).
+    RecordPatch {
+        /// The patch id (`change-id`).
+        id: String,
+        /// Recorded by `ctx.deprecate_patch` (the code no longer branches on it).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        deprecated: bool,
     },
     /// The task could not be completed (e.g. `nondeterminism`): the job is parked, visibly,
     /// and no further workflow task is handed out for it.

@@ -354,7 +354,10 @@ impl TestDb {
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = t.owner_id AND j.id = t.job_id)
                  UNION ALL
                  SELECT 'signals' FROM signals s
-                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = s.owner_id AND j.id = s.job_id)",
+                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = s.owner_id AND j.id = s.job_id)
+                 UNION ALL
+                 SELECT 'workflow_patches' FROM workflow_patches p
+                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = p.owner_id AND j.id = p.job_id)",
             )
             .await;
         assert!(

@@ -7,4 +7,5 @@ mod workflow {
     mod engine_side;
     mod sdk;
     mod signals;
+    mod versioning;
 }

@@ -9,6 +9,10 @@
 //! the same order, and a wait takes the one its history gave it. Replaying is side-effect free, so it can
 //! run any number of times, on any worker.
 //!
+//! Versioning: [`WorkflowContext::patched`] lets changed code keep the jobs that ran the
+//! old code on their recorded path (Temporal's `patched`), and
+//! [`WorkflowContext::deprecate_patch`] retires a patch; patch markers take no position.
+//!
 //! Cancellation: a workflow that declared a compensation bound
 //! ([`WorkflowContext::compensate_within`]) learns of its job's cancel. The cancel is
 //! delivered at its place in the arrival order; every step created before then whose own
@@ -128,6 +132,14 @@ pub struct WorkflowContext {
     replay: Rc<RefCell<Replay>>,
 }
 
+impl Replay {
+    /// Whether the history recorded a step at or after the current position: the job ran
+    /// past this point of the code already.
+    fn inside_history(&self) -> bool {
+        self.last_recorded.is_some_and(|last| last >= self.next_seq)
+    }
+}
+
 struct Replay {
     journal: HashMap<i32, JournalEntry>,
     /// The job's signals in the order they were recorded.
@@ -150,6 +162,13 @@ struct Replay {
     /// The compensation bound the code declared last in this replay, in ms (`0`: none);
     /// starts as the one the engine recorded.
     compensation_ms: u64,
+    /// The patch markers the job recorded.
+    patches: HashSet<String>,
+    /// What `patched` answered for each id in this replay: one answer per id and replay.
+    patch_answers: HashMap<String, bool>,
+    /// The highest position the history recorded a step at (a journal entry, or a wait
+    /// that took a signal); `None` for a history without steps.
+    last_recorded: Option<i32>,
 }
 
 /// What the cancellation rule says about a pending step ([`WorkflowContext::cancelled_while_pending`]).
@@ -298,6 +317,65 @@ impl WorkflowContext {
             .is_some_and(|c| c.arrival <= replay.delivered_up_to)
     }
 
+    /// Workflow versioning (Temporal's `patched`): whether this job runs the code of patch
+    /// `id`. Branch on it to change a workflow's code without breaking the jobs that are
+    /// already running it: `if ctx.patched("id") { new } else { old }`.
+    ///
+    /// - A job that reaches this call at the frontier of its history (nothing recorded at
+    ///   or after the current position: a new job, or one whose history ends before this
+    ///   point) gets `true`, and the job records a marker for `id` with this workflow task.
+    /// - A job whose history recorded the marker gets `true` on every replay.
+    /// - A job whose history went past this point without the marker (it ran the code
+    ///   before the patch) gets `false`, so it carries on along its recorded path; so does
+    ///   every later replay of it, since its history only grows.
+    ///
+    /// The answer for an `id` is given once per replay: later calls with the same `id`
+    /// return the first answer. A marker takes no position, so adding, keeping or removing
+    /// a patch never shifts the positions of the steps around it. An id is 1 to 200
+    /// characters (another parks the job).
+    pub fn patched(&self, id: &str) -> bool {
+        let mut replay = self.replay.borrow_mut();
+        if let Some(answer) = replay.patch_answers.get(id) {
+            return *answer;
+        }
+        let answer = if replay.patches.contains(id) {
+            true
+        } else if replay.inside_history() {
+            false
+        } else {
+            replay.commands.push(WorkflowCommand::RecordPatch {
+                id: id.to_owned(),
+                deprecated: false,
+            });
+            true
+        };
+        replay.patch_answers.insert(id.to_owned(), answer);
+        answer
+    }
+
+    /// Retires patch `id` (Temporal's `deprecatePatch`), once no job that ran the code
+    /// before the patch is left: keep only the patched branch and call this where
+    /// `patched(id)` was. It never branches; a job reaching it at the frontier of its
+    /// history records the marker, as `patched` would, so workers still running code
+    /// with `patched(id)` (during a rolling deploy, or after a rollback) take the new
+    /// branch for it. Histories that recorded the marker replay unchanged: the marker
+    /// takes no position. Remove the call once no job that may still replay through it
+    /// is left running code with `patched(id)`.
+    pub fn deprecate_patch(&self, id: &str) {
+        let mut replay = self.replay.borrow_mut();
+        if replay.patch_answers.contains_key(id)
+            || replay.patches.contains(id)
+            || replay.inside_history()
+        {
+            return;
+        }
+        replay.commands.push(WorkflowCommand::RecordPatch {
+            id: id.to_owned(),
+            deprecated: true,
+        });
+        replay.patch_answers.insert(id.to_owned(), true);
+    }
+
     /// The place in the arrival order a step created now is born at.
     fn born(&self) -> i64 {
         self.replay.borrow().delivered_up_to
@@ -343,12 +421,14 @@ impl WorkflowContext {
 
     fn mismatch(&self, seq: i32, asked: String, recorded: &JournalEntry) {
         let was = match recorded {
-            JournalEntry::Activity { name, .. } => {
-                format!("activity `{name}` with its recorded input")
+            JournalEntry::Activity { name, input, .. } => {
+                format!("activity `{name}` with input {}", shown(input))
             }
             JournalEntry::Timer { .. } => "a timer".to_owned(),
-            JournalEntry::Child { workflow, .. } => {
-                format!("child workflow `{workflow}` with its recorded input")
+            JournalEntry::Child {
+                workflow, input, ..
+            } => {
+                format!("child workflow `{workflow}` with input {}", shown(input))
             }
         };
         self.mismatch_with(seq, asked, was);
@@ -357,7 +437,9 @@ impl WorkflowContext {
     fn mismatch_with(&self, seq: i32, asked: String, was: String) {
         let mut replay = self.replay.borrow_mut();
         replay.nondeterminism.get_or_insert(format!(
-            "at position {seq} the workflow asks for {asked}, but its history recorded {was}"
+            "at position {seq} the workflow now asks for {asked}, but its history recorded {was} \
+             (changed workflow code must branch with `ctx.patched` to keep jobs already past this \
+             point on their recorded path)"
         ));
     }
 
@@ -608,7 +690,7 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
             }) => {
                 ctx.mismatch(
                     call.seq,
-                    format!("activity `{}`", call.name),
+                    format!("activity `{}` with input {}", call.name, shown(&input)),
                     &JournalEntry::Activity {
                         seq: call.seq,
                         name,
@@ -623,7 +705,11 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                 Poll::Pending
             }
             Some(other) => {
-                ctx.mismatch(call.seq, format!("activity `{}`", call.name), &other);
+                ctx.mismatch(
+                    call.seq,
+                    format!("activity `{}` with input {}", call.name, shown(&input)),
+                    &other,
+                );
                 Poll::Pending
             }
             None => {
@@ -758,7 +844,11 @@ impl<O: DeserializeOwned> Future for ChildWorkflowFuture<O> {
         else {
             ctx.mismatch(
                 call.seq,
-                format!("child workflow `{}`", call.workflow),
+                format!(
+                    "child workflow `{}` with input {}",
+                    call.workflow,
+                    shown(&input)
+                ),
                 &entry,
             );
             return Poll::Pending;
@@ -766,7 +856,11 @@ impl<O: DeserializeOwned> Future for ChildWorkflowFuture<O> {
         if *workflow != call.workflow || *was != input {
             ctx.mismatch(
                 call.seq,
-                format!("child workflow `{}`", call.workflow),
+                format!(
+                    "child workflow `{}` with input {}",
+                    call.workflow,
+                    shown(&input)
+                ),
                 &entry,
             );
             return Poll::Pending;
@@ -978,6 +1072,15 @@ impl<T: DeserializeOwned> Future for SignalWaitWithTimeout<T> {
     }
 }
 
+/// A JSON value as an error message shows it: compact, cut after 120 characters.
+fn shown(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
 type BoxedRun = Pin<Box<dyn Future<Output = Result<Value, WorkflowError>>>>;
 
 /// A registered workflow with its types erased to JSON.
@@ -1028,6 +1131,14 @@ pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<Workflow
         idempotency_key: task.idempotency_key.clone(),
         cancel: task.cancel,
         compensation_ms: task.compensation_ms.unwrap_or(0),
+        patches: task.patches.iter().cloned().collect(),
+        patch_answers: HashMap::new(),
+        last_recorded: task
+            .journal
+            .iter()
+            .map(JournalEntry::seq)
+            .chain(task.signals.iter().filter_map(|s| s.consumed_by))
+            .max(),
     }));
     let ctx = WorkflowContext {
         replay: state.clone(),

@@ -94,6 +94,7 @@ impl Engine {
             };
             let journal = journal(tx.as_mut(), &job).await?;
             let signals = recorded_signals(tx.as_mut(), &job.owner_id, job.id).await?;
+            let patches = tx.patches_of_job(&job.owner_id, job.id).await?;
             let mut events = Events::for_job(&job.owner_id, job.id);
             events.push(
                 event::WORKFLOW_TASK_STARTED,
@@ -121,6 +122,7 @@ impl Engine {
                     },
                 ),
                 compensation_ms: job.wf_compensation_ms.map(|ms| ms as u64),
+                patches,
             });
         }
         tx.append_events(&all_events).await?;
@@ -264,7 +266,7 @@ impl Engine {
                     Some(other) => {
                         return Ok(Some(nondeterminism(
                             *seq,
-                            &format!("activity `{activity}`"),
+                            &format!("activity `{activity}` with input {}", shown(input)),
                             other,
                         )))
                     }
@@ -367,7 +369,7 @@ impl Engine {
                     Some(other) => {
                         return Ok(Some(nondeterminism(
                             *seq,
-                            &format!("child workflow `{workflow}`"),
+                            &format!("child workflow `{workflow}` with input {}", shown(input)),
                             other,
                         )))
                     }
@@ -481,6 +483,9 @@ impl Engine {
                     .consume_signal(tx, events, job, recorded, *seq, *signal_seq)
                     .await;
             }
+            WorkflowCommand::RecordPatch { id, deprecated } => {
+                return record_patch(tx, events, job, id, *deprecated).await;
+            }
             WorkflowCommand::FailTask { error } => return Ok(Some(error.clone())),
         }
         Ok(None)
@@ -575,20 +580,65 @@ impl Engine {
     }
 }
 
+/// Records patch marker `id` for `job` (a marker takes no position, so patches never
+/// shift a step); a marker the job has is left as it is. An id outside 1 to 200
+/// characters parks the workflow, visibly: the same replay would send it again.
+async fn record_patch(
+    tx: &mut dyn StoreTx,
+    events: &mut Events,
+    job: &JobRow,
+    id: &str,
+    deprecated: bool,
+) -> Result<Option<ErrorInfo>, EngineError> {
+    let chars = id.chars().count();
+    if !(1..=MAX_PATCH_ID_CHARS).contains(&chars) {
+        return Ok(Some(ErrorInfo::new(
+            "invalid_request",
+            format!("commands: a patch id is 1 to {MAX_PATCH_ID_CHARS} characters, not {chars}"),
+        )));
+    }
+    if tx
+        .insert_patch(&job.owner_id, job.id, id, deprecated)
+        .await?
+    {
+        events.push(
+            event::PATCH_RECORDED,
+            None,
+            actor::ENGINE,
+            json!({ "patch_id": id, "deprecated": deprecated }),
+        );
+    }
+    Ok(None)
+}
+
+/// The longest patch id a workflow may record (the table's check says the same).
+const MAX_PATCH_ID_CHARS: usize = 200;
+
 fn nondeterminism(seq: i32, asked: &str, recorded: &JournalEntry) -> ErrorInfo {
     let was = match recorded {
-        JournalEntry::Activity { name, .. } => {
-            format!("activity `{name}` (with its recorded input)")
+        JournalEntry::Activity { name, input, .. } => {
+            format!("activity `{name}` with input {}", shown(input))
         }
         JournalEntry::Timer { .. } => "a timer".to_owned(),
-        JournalEntry::Child { workflow, .. } => {
-            format!("child workflow `{workflow}` (with its recorded input)")
+        JournalEntry::Child {
+            workflow, input, ..
+        } => {
+            format!("child workflow `{workflow}` with input {}", shown(input))
         }
     };
     ErrorInfo::new(
         "nondeterminism",
         format!("at position {seq} the workflow now asks for {asked}, but its history recorded {was}; the job is parked"),
     )
+}
+
+/// A JSON value as an error message shows it: canonical, cut after 120 characters.
+fn shown(value: &serde_json::Value) -> String {
+    let text = canonical_json(value);
+    match text.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 /// What a workflow job did so far, by position.

@@ -714,6 +714,20 @@ pub trait StoreTx: Send {
         position: i32,
     ) -> StoreResult<bool>;
 
+    /// Records patch marker `patch_id` for a workflow job (the caller holds the job's row
+    /// lock) unless the job recorded it already; `false` when it had. A marker takes no
+    /// position.
+    async fn insert_patch(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        patch_id: &str,
+        deprecated: bool,
+    ) -> StoreResult<bool>;
+
+    /// The patch markers a workflow job recorded, by patch id.
+    async fn patches_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<String>>;
+
     /// Locks (without waiting) up to `limit` due, unfired timers with their jobs.
     async fn lock_due_timers(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid, i32)>>;
 

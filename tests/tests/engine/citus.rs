@@ -52,6 +52,7 @@ async fn every_table_is_distributed_by_owner_or_a_reference_table_after_migrate_
             "schedules:by owner_id with jobs",
             "signals:by owner_id with jobs",
             "timers:by owner_id with jobs",
+            "workflow_patches:by owner_id with jobs",
         ]
     );
     // Idempotent: running it again changes nothing.

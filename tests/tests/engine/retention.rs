@@ -149,6 +149,28 @@ rules! {
         assert_eq!(db.count(&format!("SELECT count(*) FROM signals WHERE job_id = '{kept}'")).await, 1, "an open job keeps its signals");
     }
 
+    async fn a_pruned_workflow_job_takes_its_patch_markers_with_it(db) {
+        use onceflow_protocol::workflow::{CompleteWorkflowTaskRequest, Task, WorkflowCommand};
+        let engine = db.engine();
+        let request = onceflow_engine::JobRequest::from_json(&json!({"workflow": "order", "input": {}})).unwrap();
+        let pruned = engine.submit(ALICE, "pruned", &request).await.unwrap().job.id;
+        let kept = engine.submit(ALICE, "kept", &request).await.unwrap().job.id;
+        let claim = onceflow_engine::ClaimRequest { worker_id: "w".into(), task_queue: "default".into(), providers: vec![], max_tasks: 2 };
+        for task in engine.claim_tasks(&Scope::AllOwners, &claim, &["order".to_owned()]).await.unwrap() {
+            let Task::Workflow(task) = task else { continue };
+            let commands = vec![WorkflowCommand::RecordPatch { id: "discount".into(), deprecated: false }];
+            engine.complete_workflow_task(&Scope::AllOwners, task.job_id, &CompleteWorkflowTaskRequest { lease_token: task.lease_token, read_version: task.read_version, commands }).await.unwrap();
+        }
+        assert_eq!(db.count("SELECT count(*) FROM workflow_patches").await, 2);
+        engine.cancel_job(&owner(ALICE), pruned).await.unwrap();
+        let old = db.clock().await;
+        retention_passes().await;
+        let fresh = db.clock().await;
+        assert_eq!(engine.prune_finished_jobs(retention_between(db, old, fresh).await, 10).await.unwrap(), 1);
+        assert_eq!(db.count(&format!("SELECT count(*) FROM workflow_patches WHERE job_id = '{pruned}'")).await, 0);
+        assert_eq!(db.count(&format!("SELECT count(*) FROM workflow_patches WHERE job_id = '{kept}'")).await, 1, "an open job keeps its markers");
+    }
+
     async fn schedule_events_past_retention_are_pruned_and_the_schedule_is_kept(db) {
         let engine = db.engine();
         let body = |paused: bool| ScheduleRequestBody {

@@ -347,6 +347,12 @@ pub(super) const INSERT_SIGNAL_SQL: &str = include_str!("sql/insert_signal.sql")
 /// The signal a job holds under an idempotency key.
 pub(super) const SIGNAL_BY_KEY_SQL: &str = include_str!("sql/signal_by_key.sql");
 
+/// Records a workflow job's patch marker; `false` when the job had recorded it already.
+pub(super) const INSERT_PATCH_SQL: &str = include_str!("sql/insert_patch.sql");
+
+/// The patch markers a workflow job recorded, by patch id.
+pub(super) const PATCHES_OF_JOB_SQL: &str = include_str!("sql/patches_of_job.sql");
+
 /// A job's signals in the order they were recorded.
 pub(super) const SIGNALS_OF_JOB_SQL: &str = include_str!("sql/signals_of_job.sql");
 

@@ -252,6 +252,12 @@ pub(super) const INSERT_SIGNAL_SQL: &str = include_str!("sql/insert_signal.sql")
 /// The signal a job holds under an idempotency key.
 pub(super) const SIGNAL_BY_KEY_SQL: &str = include_str!("sql/signal_by_key.sql");
 
+/// Records a workflow job's patch marker; `false` when the job had recorded it already.
+pub(super) const INSERT_PATCH_SQL: &str = include_str!("sql/insert_patch.sql");
+
+/// The patch markers a workflow job recorded, by patch id.
+pub(super) const PATCHES_OF_JOB_SQL: &str = include_str!("sql/patches_of_job.sql");
+
 /// A job's signals in the order they were recorded.
 pub(super) const SIGNALS_OF_JOB_SQL: &str = include_str!("sql/signals_of_job.sql");
 
@@ -310,6 +316,9 @@ pub(super) const DELETE_PRUNED_TIMERS_SQL: &str = include_str!("sql/delete_prune
 
 /// Retention: deletes the chosen jobs' signals.
 pub(super) const DELETE_PRUNED_SIGNALS_SQL: &str = include_str!("sql/delete_pruned_signals.sql");
+
+/// Retention: deletes the chosen jobs' patch markers.
+pub(super) const DELETE_PRUNED_PATCHES_SQL: &str = include_str!("sql/delete_pruned_patches.sql");
 
 /// Retention, last: deletes the chosen jobs (`?` a JSON array of [owner, id]).
 pub(super) const DELETE_PRUNED_JOB_ROWS_SQL: &str = include_str!("sql/delete_pruned_job_rows.sql");

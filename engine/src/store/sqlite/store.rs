@@ -322,6 +322,7 @@ impl Store for SqliteStore {
             DELETE_PRUNED_JOB_EVENTS_SQL,
             DELETE_PRUNED_TIMERS_SQL,
             DELETE_PRUNED_SIGNALS_SQL,
+            DELETE_PRUNED_PATCHES_SQL,
             DELETE_PRUNED_JOB_ROWS_SQL,
         ] {
             sqlx::query(delete)

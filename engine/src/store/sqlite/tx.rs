@@ -860,6 +860,33 @@ impl StoreTx for SqliteTx {
         rows.iter().map(signal_row).collect()
     }
 
+    async fn insert_patch(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        patch_id: &str,
+        deprecated: bool,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(INSERT_PATCH_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(patch_id)
+            .bind(deprecated)
+            .bind(self.now)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn patches_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<String>> {
+        let rows = sqlx::query(PATCHES_OF_JOB_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(|r| Ok(r.try_get("patch_id")?)).collect()
+    }
+
     async fn consume_signal(
         &mut self,
         owner: &str,

@@ -21,6 +21,8 @@ WITH doomed AS (
     DELETE FROM timers t USING doomed d WHERE t.owner_id = $1 AND t.job_id = d.id
 ), gone_signals AS (
     DELETE FROM signals s USING doomed d WHERE s.owner_id = $1 AND s.job_id = d.id
+), gone_patches AS (
+    DELETE FROM workflow_patches p USING doomed d WHERE p.owner_id = $1 AND p.job_id = d.id
 ), gone AS (
     DELETE FROM jobs j USING doomed d WHERE j.owner_id = $1 AND j.id = d.id RETURNING 1
 )

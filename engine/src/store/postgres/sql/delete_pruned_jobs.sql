@@ -1,7 +1,7 @@
 -- Retention, second statement, in the same transaction once the jobs are locked: deletes
--- each with its activities, attempts, events, timers and signals. It runs apart from the lock so
--- that its snapshot is taken after the locks are held: rows a transaction added to a job
--- just before this one locked it (a replay's event) are seen and deleted with it, never
+-- each with its activities, attempts, events, timers, signals and patch markers. It runs
+-- apart from the lock so that its snapshot is taken after the locks are held: rows a
+-- transaction added to a job just before this one locked it (a replay's event) are seen and deleted with it, never
 -- left behind; every writer of a job's rows holds the job's row lock or creates the job.
 WITH doomed AS (
     SELECT j.owner_id, j.id
@@ -25,6 +25,8 @@ WITH doomed AS (
     DELETE FROM timers t USING doomed d WHERE t.owner_id = d.owner_id AND t.job_id = d.id
 ), gone_signals AS (
     DELETE FROM signals s USING doomed d WHERE s.owner_id = d.owner_id AND s.job_id = d.id
+), gone_patches AS (
+    DELETE FROM workflow_patches p USING doomed d WHERE p.owner_id = d.owner_id AND p.job_id = d.id
 ), gone AS (
     DELETE FROM jobs j USING doomed d WHERE j.owner_id = d.owner_id AND j.id = d.id RETURNING 1
 )
