@@ -593,6 +593,9 @@ pub mod event {
     /// A cancelled workflow's compensation bound passed before it returned: the job was
     /// closed `cancelled` regardless.
     pub const COMPENSATION_TIMED_OUT: &str = "compensation_timed_out";
+    /// A failed job (or a parked workflow) was resumed under its own id and key (`reason`;
+    /// the actor is `client:<owner>` or `operator:<name>`).
+    pub const JOB_RESUMED: &str = "job_resumed";
 }
 
 status_enum! {
