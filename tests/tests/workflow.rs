@@ -6,5 +6,6 @@ mod workflow {
     mod children;
     mod engine_side;
     mod sdk;
+    mod resume;
     mod signals;
 }
