@@ -172,9 +172,9 @@ rules! {
         let worker = spawn_worker(
             Worker::builder(&server.api.url, &server.tokens.worker)
                 .workflow("order", order)
-                .provider("reserve", "stock", counter(&reserved, "reserved"))
-                .provider("ship", "post", counter(&shipped, "shipped"))
-                .provider("charge", "bank", move |_ctx: ActivityContext, _: Value| {
+                .provider("reserve", "reserve", counter(&reserved, "reserved"))
+                .provider("ship", "ship", counter(&shipped, "shipped"))
+                .provider("charge", "charge", move |_ctx: ActivityContext, _: Value| {
                     let calls = payments.clone();
                     let down = down.clone();
                     async move {
@@ -208,7 +208,7 @@ rules! {
         );
         let charge = done.activities.iter().find(|a| a.name == "charge").unwrap();
         let tries: Vec<(i32, &str, &str)> = charge.attempts.iter().map(|a| (a.number, a.provider.as_str(), a.status.as_str())).collect();
-        assert_eq!(tries, vec![(1, "bank", "failed"), (2, "bank", "succeeded")]);
+        assert_eq!(tries, vec![(1, "charge", "failed"), (2, "charge", "succeeded")]);
         assert_eq!(done.activities.iter().find(|a| a.name == "reserve").unwrap().attempts.len(), 1);
         let events = client.events(id).await.unwrap();
         assert_eq!(events.iter().filter(|e| e.kind == "timer_started").count(), 1, "the timer was not started again");
@@ -242,8 +242,8 @@ rules! {
             v1(ctx, input).await
         }
         let builder = |calls: Arc<AtomicU32>| Worker::builder(&server.api.url, &server.tokens.worker)
-            .provider("fetch", "web", fetch(calls.clone()))
-            .provider("lookup", "web", fetch(calls));
+            .provider("fetch", "fetch", fetch(calls.clone()))
+            .provider("lookup", "lookup", fetch(calls));
         let first = spawn_worker(builder(fetched.clone()).workflow("reader", v1).build().unwrap());
         let client = Client::new(&server.api.url, &server.tokens.client).unwrap();
         let id = client.submit("read-1", &workflow_job("reader", json!({}))).await.unwrap().job.id;
