@@ -5,7 +5,7 @@ mod workflow {
     mod cancellation;
     mod children;
     mod engine_side;
-    mod sdk;
     mod resume;
+    mod sdk;
     mod signals;
 }

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use onceflow_protocol::api::{
     CancelAttemptRequest, EventList, JobList, JobRequestBody, ManualAttempt, ResumeJobRequest,
-    SignalRequestBody,
-    StuckList,
+    SignalRequestBody, StuckList,
 };
 use onceflow_protocol::model::{
     ActivityOptions, AttemptView, JobEvent, JobView, SignalView, StuckAttempt,

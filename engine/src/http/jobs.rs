@@ -5,7 +5,9 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use onceflow_protocol::api::{EventList, JobList, ManualAttempt, ResumeJobRequest, SignalRequestBody};
+use onceflow_protocol::api::{
+    EventList, JobList, ManualAttempt, ResumeJobRequest, SignalRequestBody,
+};
 
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{json_value, path_id, As, ClientRole, JsonBody, QueryPairs, ReaderRole};

@@ -28,10 +28,17 @@ async fn failed_job(engine: &Engine, key: &str) -> Uuid {
         .job;
     let task = claim_one(engine, "primary-llm").await;
     engine
-        .complete(&Scope::AllOwners, task.attempt_id, &error_of(&task, "down", false))
+        .complete(
+            &Scope::AllOwners,
+            task.attempt_id,
+            &error_of(&task, "down", false),
+        )
         .await
         .unwrap();
-    assert_eq!(engine.job(&Scope::AllOwners, job.id).await.unwrap().status, JobStatus::Failed);
+    assert_eq!(
+        engine.job(&Scope::AllOwners, job.id).await.unwrap().status,
+        JobStatus::Failed
+    );
     job.id
 }
 
