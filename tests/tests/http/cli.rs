@@ -305,7 +305,13 @@ rules! {
         let failed = || async {
             let id = server.api.submit(&server.tokens.client, &uuid::Uuid::now_v7().to_string(),
                 &json!({"activity": "generate", "providers": ["primary-llm"]})).await.body["id"].as_str().unwrap().to_owned();
-            let task = server.api.poll(&server.tokens.worker, "primary-llm", 2000).await.remove(0);
+            // This job's attempt (a resumed job's fresh attempt may come first: left started).
+            let task = loop {
+                let tasks = server.api.poll(&server.tokens.worker, "primary-llm", 2000).await;
+                if let Some(task) = tasks.into_iter().find(|t| t["job_id"] == json!(id)) {
+                    break task;
+                }
+            };
             let reply = server.api.post(&format!("/v1/worker/attempts/{}/complete", task["attempt_id"].as_str().unwrap()), &server.tokens.worker,
                 &json!({"lease_token": task["lease_token"], "error": {"message": "declined", "retryable": false}})).await;
             assert!(reply.status.is_success(), "{:?}", reply.body);
