@@ -163,6 +163,15 @@ pub enum EngineError {
     /// 409 `not_a_workflow`: only a workflow job takes signals.
     #[error("the job is an activity job; only workflow jobs take signals")]
     NotAWorkflow,
+    /// 409 `job_not_resumable`: only a `failed` job, or a parked workflow, resumes (also
+    /// the loser of two concurrent resumes). `status` is the job's status then.
+    #[error("the job is {status}{}; only a failed job or a parked workflow can be resumed", if *parked { " (parked)" } else { "" })]
+    JobNotResumable {
+        /// The job's status when the resume was refused.
+        status: crate::model::JobStatus,
+        /// Whether the job was parked.
+        parked: bool,
+    },
     /// 409 `lease_lost`: wrong lease token, or the attempt is finished (invariant 5).
     #[error("the lease token does not hold this attempt")]
     LeaseLost,
@@ -217,6 +226,7 @@ impl EngineError {
             EngineError::ActivityCompleted => "activity_completed",
             EngineError::JobFinished => "job_finished",
             EngineError::NotAWorkflow => "not_a_workflow",
+            EngineError::JobNotResumable { .. } => "job_not_resumable",
             EngineError::LeaseLost => "lease_lost",
             EngineError::AttemptNotCancellable { .. } => "attempt_not_cancellable",
             EngineError::ContractViolation { .. } => "contract_violation",
@@ -241,6 +251,7 @@ impl EngineError {
             | EngineError::ActivityCompleted
             | EngineError::JobFinished
             | EngineError::NotAWorkflow
+            | EngineError::JobNotResumable { .. }
             | EngineError::LeaseLost
             | EngineError::AttemptNotCancellable { .. } => 409,
             EngineError::ContractViolation { .. } | EngineError::InvalidResult { .. } => 422,
@@ -260,6 +271,9 @@ impl EngineError {
                 json!({ "provider": provider, "reason": reason })
             }
             EngineError::AttemptNotCancellable { status } => json!({ "status": status }),
+            EngineError::JobNotResumable { status, parked } => {
+                json!({ "status": status, "parked": parked })
+            }
             EngineError::InvalidResult { reason } => json!({ "reason": reason }),
             EngineError::ContractViolation {
                 contract_hash,

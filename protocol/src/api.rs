@@ -423,6 +423,13 @@ pub struct CancelAttemptRequest {
     pub reason: String,
 }
 
+/// Body of a resume (`POST /v1/jobs/{id}/resume`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ResumeJobRequest {
+    /// Why the job is resumed (required, not blank); recorded in the job's history.
+    pub reason: String,
+}
+
 /// Body of a token request.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TokenRequest {

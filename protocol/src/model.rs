@@ -596,6 +596,9 @@ pub mod event {
     /// A workflow recorded a patch marker (`ctx.patched` reached at the frontier of its
     /// history, or `ctx.deprecate_patch`): `data` `patch_id`, `deprecated`.
     pub const PATCH_RECORDED: &str = "patch_recorded";
+    /// A failed job (or a parked workflow) was resumed under its own id and key (`reason`;
+    /// the actor is `client:<owner>` or `operator:<name>`).
+    pub const JOB_RESUMED: &str = "job_resumed";
 }
 
 status_enum! {

@@ -6,6 +6,7 @@
 //! these tests fail (never skip) and say what to install.
 
 mod browser {
+    mod resume;
     mod schedules;
     mod story;
     mod workflows;

@@ -14,6 +14,7 @@ mod engine {
     mod intervene;
     mod isolation;
     mod leases;
+    mod resume;
     mod retention;
     mod schedules;
     mod seeding;

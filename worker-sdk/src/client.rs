@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use onceflow_protocol::api::{
-    CancelAttemptRequest, EventList, JobList, JobRequestBody, ManualAttempt, SignalRequestBody,
-    StuckList,
+    CancelAttemptRequest, EventList, JobList, JobRequestBody, ManualAttempt, ResumeJobRequest,
+    SignalRequestBody, StuckList,
 };
 use onceflow_protocol::model::{
     ActivityOptions, AttemptView, JobEvent, JobView, SignalView, StuckAttempt,
@@ -197,6 +197,32 @@ impl Client {
                 &format!("/v1/jobs/{job_id}/cancel"),
                 &[],
                 None,
+                CALL_TIMEOUT,
+            )
+            .await?
+            .body)
+    }
+
+    /// Resumes a failed job (or a parked workflow) under its own id and key, for `reason`
+    /// (required): the job is `running` again; an activity job's activity gets a fresh
+    /// attempt at its first provider with a fresh retry budget, a workflow replays its
+    /// recorded outcomes and runs its failed step again. Any other job fails with
+    /// `job_not_resumable` (as does the loser of two concurrent resumes). With a client
+    /// token for its owner's jobs, with an operator token for any owner's.
+    pub async fn resume(&self, job_id: uuid::Uuid, reason: &str) -> Result<JobView, SdkError> {
+        let body = ResumeJobRequest {
+            reason: reason.to_owned(),
+        };
+        Ok(self
+            .transport
+            .call(
+                // Not repeated by itself: a resume that took effect answers
+                // `job_not_resumable` the second time.
+                Repeat::Unsafe,
+                Method::POST,
+                &format!("/v1/jobs/{job_id}/resume"),
+                &[],
+                Some(&body),
                 CALL_TIMEOUT,
             )
             .await?

@@ -1,4 +1,5 @@
-//! `onceflow jobs signal`: a client's signal to a workflow job, through the HTTP API.
+//! `onceflow jobs signal` and `jobs resume`: a client's signal to a workflow job, and a
+//! client's or operator's resume of a failed job, through the HTTP API.
 
 use serde_json::Value;
 
@@ -40,6 +41,28 @@ pub async fn signal(
             "recorded"
         },
         sent.signal.job_id,
+    );
+    Ok(())
+}
+
+/// Resumes job `id` for `reason` (a client token for its owner's jobs, an operator token
+/// for any owner's). Prints the job's new status, its id and its key.
+pub async fn resume(server: &Server, id: &str, reason: &str) -> Result<(), String> {
+    let job_id: uuid::Uuid = id
+        .parse()
+        .map_err(|_| format!("`{id}` is not a job id (a UUID)"))?;
+    if reason.trim().is_empty() {
+        return Err("--reason must not be blank".to_owned());
+    }
+    let client = onceflow_worker::Client::new(&server.url, server.token.expose())
+        .map_err(|e| e.to_string())?;
+    let job = client
+        .resume(job_id, reason)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!(
+        "job {} resumed: {} (Idempotency-Key {})",
+        job.id, job.status, job.idempotency_key
     );
     Ok(())
 }

@@ -292,7 +292,8 @@ impl ServerArgs {
 
 /// The role variables of operator commands (`attempts`).
 const OPERATOR_TOKEN: &[&str] = &["ONCEFLOW_OPERATOR_TOKEN"];
-/// `jobs show`: an operator reads every owner's jobs, a client its own.
+/// `jobs show` and `jobs resume`: an operator acts on every owner's jobs, a client on its
+/// own.
 const READER_TOKEN: &[&str] = &["ONCEFLOW_OPERATOR_TOKEN", "ONCEFLOW_CLIENT_TOKEN"];
 /// The role variables of `schedules` and `jobs signal` (a client's own jobs).
 const CLIENT_TOKEN: &[&str] = &["ONCEFLOW_CLIENT_TOKEN"];
@@ -347,6 +348,18 @@ enum JobsCommand {
         /// Its Idempotency-Key (default: a fresh one, printed).
         #[arg(long)]
         key: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Resume a failed job (or a parked workflow) under its own id and key: it runs
+    /// again, completed steps replayed, the failed step run again. With an operator
+    /// token for any owner's job, a client token for the owner's own.
+    Resume {
+        /// The job's id.
+        id: String,
+        /// Why (required; recorded in the job's history as `job_resumed`).
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -555,6 +568,9 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 key,
             )
             .await
+        }
+        Command::Jobs(JobsCommand::Resume { id, reason, server }) => {
+            jobs::resume(&server.resolve(READER_TOKEN)?, &id, &reason).await
         }
         Command::Schedules(SchedulesCommand::List { server }) => {
             schedules::list(&server.resolve(CLIENT_TOKEN)?).await

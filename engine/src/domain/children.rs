@@ -34,10 +34,29 @@ fn child_seq(parent: Uuid, key: &str) -> Option<i32> {
 }
 
 /// A child as the parent's journal shows it, at its position: the outcome only once the
-/// child is final.
+/// child is final. A child resumed after its parent saw it fail shows, for ever, the
+/// failure the parent saw: the parent's history is never rewritten.
 pub(crate) fn journal_entry(parent: Uuid, child: ChildRow) -> Option<JournalEntry> {
-    let ChildRow { job, arrival } = child;
+    let ChildRow {
+        job,
+        arrival,
+        seen_error,
+        seen_finished_at,
+    } = child;
     let seq = child_seq(parent, &job.idempotency_key)?;
+    if let Some(finished_at) = seen_finished_at {
+        return Some(JournalEntry::Child {
+            seq,
+            workflow: job.workflow.unwrap_or_default(),
+            input: job.input,
+            child_job_id: job.id,
+            status: JobStatus::Failed,
+            result: None,
+            error: seen_error,
+            finished_at: Some(finished_at),
+            arrival,
+        });
+    }
     Some(JournalEntry::Child {
         seq,
         workflow: job.workflow.unwrap_or_default(),

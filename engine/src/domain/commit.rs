@@ -411,6 +411,18 @@ impl Engine {
         {
             return Ok(Verdict::Answer(Err(refusal)));
         }
+        if attempt.status == AttemptStatus::Cancelled
+            && matches!(completion.body, CompletionBody::Result(_))
+            && self.predates_resume(tx, owner, attempt).await?
+        {
+            // A late result of an attempt made before a resume reopened its activity:
+            // that slot was closed when it ended; the reopened one is the fresh
+            // attempts'.
+            return self
+                .settle_cas(tx, events, job, attempt, false, false)
+                .await
+                .map(|o| Verdict::Answer(Ok(o)));
+        }
         match &completion.body {
             CompletionBody::Result(result) => {
                 if let Some(violation) = self
@@ -431,6 +443,21 @@ impl Engine {
                 .await
                 .map(Verdict::Answer),
         }
+    }
+
+    /// Whether `attempt` was made before a resume last reopened its activity (its number
+    /// at most the activity's `resumed_after`).
+    async fn predates_resume(
+        &self,
+        tx: &mut dyn StoreTx,
+        owner: &str,
+        attempt: &AttemptRow,
+    ) -> Result<bool, EngineError> {
+        let resumed_after = tx
+            .activity_resumed_after(owner, attempt.activity_id)
+            .await?
+            .unwrap_or(0);
+        Ok(attempt.number <= resumed_after)
     }
 
     /// Invariant 6: a result that fails the output contract is never committed. Marks

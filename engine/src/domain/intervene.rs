@@ -261,7 +261,11 @@ impl Engine {
     }
 
     /// The owner of a job visible in `scope`.
-    async fn owner_of_job(&self, scope: &Scope, job_id: Uuid) -> Result<String, EngineError> {
+    pub(super) async fn owner_of_job(
+        &self,
+        scope: &Scope,
+        job_id: Uuid,
+    ) -> Result<String, EngineError> {
         let owner = self
             .store
             .job_owner(scope, job_id)

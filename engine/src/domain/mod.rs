@@ -7,6 +7,7 @@
 //! - dispatch and heartbeats (leases, fencing): `dispatch.rs`;
 //! - the CAS commit (invariant 4): [`complete`](Engine::complete) in `commit.rs`;
 //! - retry and failover after an attempt ends: `policy.rs`;
+//! - resuming a failed job or a parked workflow: `resume.rs`;
 //! - manual attempts and cancellation: `intervene.rs`; a workflow's compensation after
 //!   its job's cancel: `compensation.rs`;
 //! - the lease reaper (invariant 3): [`reap`](Engine::reap) in `reaper.rs`;
@@ -25,6 +26,7 @@ mod inflight;
 mod intervene;
 mod policy;
 mod reaper;
+mod resume;
 mod retention;
 mod schedules;
 mod signals;

@@ -103,9 +103,15 @@ impl Engine {
             return Ok(());
         }
 
+        // The retry budget counts the attempts made since the activity was last resumed
+        // (a resume gives it a fresh budget).
+        let resumed_after = tx
+            .activity_resumed_after(owner, activity.id)
+            .await?
+            .unwrap_or(0);
         let made_here = attempts
             .iter()
-            .filter(|a| a.provider == ended.provider)
+            .filter(|a| a.provider == ended.provider && a.number > resumed_after)
             .count() as u32;
         if ended_status == AttemptStatus::Failed
             && retryable

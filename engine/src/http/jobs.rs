@@ -1,10 +1,13 @@
-//! Client endpoints: submit an intent, read it, list, cancel, and the manual attempt.
+//! Client endpoints: submit an intent, read it, list, cancel, resume, and the manual
+//! attempt.
 
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use onceflow_protocol::api::{EventList, JobList, ManualAttempt, SignalRequestBody};
+use onceflow_protocol::api::{
+    EventList, JobList, ManualAttempt, ResumeJobRequest, SignalRequestBody,
+};
 
 use super::error::{ApiResult, ErrorBody};
 use super::extract::{json_value, path_id, As, ClientRole, JsonBody, QueryPairs, ReaderRole};
@@ -162,6 +165,26 @@ pub async fn cancel_job(
     let job = state
         .engine
         .cancel_job(&crate::model::Scope::Owner(owner), path_id(&id)?)
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(job)))
+}
+
+/// Resumes a failed job (or a parked workflow) under its own id and key: `running` again.
+/// A client resumes its owner's jobs, an operator any owner's. Of concurrent resumes, one
+/// succeeds and the others answer 409 `job_not_resumable`.
+#[utoipa::path(post, path = "/v1/jobs/{id}/resume", tag = "client",
+    params(("id" = uuid::Uuid, Path)), request_body = ResumeJobRequest,
+    responses((status = 202, body = JobView), (status = 400, description = "invalid_json, invalid_request", body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, description = "job_not_resumable", body = ErrorBody)))]
+pub async fn resume_job(
+    State(state): State<AppState>,
+    caller: As<ReaderRole>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ResumeJobRequest>,
+) -> ApiResult<(StatusCode, Json<JobView>)> {
+    let job = state
+        .engine
+        .resume_job(&caller.0 .0, path_id(&id)?, &body.reason)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(job)))
 }

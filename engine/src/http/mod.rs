@@ -118,6 +118,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::get_job))
         .routes(routes!(jobs::job_events))
         .routes(routes!(jobs::cancel_job))
+        .routes(routes!(jobs::resume_job))
         .routes(routes!(jobs::send_signal))
         .routes(routes!(jobs::create_attempt))
         .routes(routes!(worker::heartbeat))

@@ -406,6 +406,31 @@ pub trait StoreTx: Send {
     /// Closes an open job (`failed` or `cancelled`) if `version` is current.
     async fn close_job(&mut self, closing: &JobClosing<'_>) -> StoreResult<bool>;
 
+    /// Resumes a job at `version`: a `failed` job, or an open parked workflow, becomes
+    /// `running` with its error and end cleared and its version moved; a workflow is
+    /// unparked and made ready for a fresh workflow task. A child whose parent saw it
+    /// fail keeps the outcome its parent saw (first resume only). `false` (nothing
+    /// changed) for any other status or a moved version: of concurrent resumes, one.
+    async fn resume_job(&mut self, owner: &str, job_id: Uuid, version: i64) -> StoreResult<bool>;
+
+    /// Reopens a `failed` or `cancelled` activity nobody won: `scheduled`, its error,
+    /// end and arrival cleared, its version moved, and its retry budget counting only
+    /// attempts numbered above `resumed_after`. `false` for any other activity.
+    async fn reopen_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        resumed_after: i32,
+    ) -> StoreResult<bool>;
+
+    /// The highest attempt number an activity had when a resume last reopened it (0 when
+    /// never; `None` for no such activity).
+    async fn activity_resumed_after(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Option<i32>>;
+
     /// Inserts an activity.
     async fn insert_activity(&mut self, activity: &NewActivity) -> StoreResult<()>;
 

@@ -80,6 +80,11 @@ pub struct ChildRow {
     /// Its outcome's number in the parent's arrival order; `None` until it reached a
     /// final status while its parent was open.
     pub arrival: Option<i64>,
+    /// When the child was resumed after its parent saw it fail: the error the parent saw
+    /// (`None` otherwise). The parent's journal keeps showing that failure.
+    pub seen_error: Option<ErrorInfo>,
+    /// When the child was resumed after its parent saw it fail: when it had failed.
+    pub seen_finished_at: Option<DateTime<Utc>>,
 }
 
 /// An activity row.

@@ -28,6 +28,7 @@ fn the_server_commands_need_no_url_or_token_flag_and_say_where_the_token_comes_f
         &["attempts", "stuck"][..],
         &["jobs", "show"],
         &["jobs", "signal"],
+        &["jobs", "resume"],
         &["schedules", "list"],
     ] {
         let mut args = command.to_vec();
@@ -296,6 +297,55 @@ rules! {
         assert!(ok && shown.contains("signals") && shown.contains("approve") && shown.contains("nudge") && shown.contains("waiting for the workflow"), "{shown}{stderr}");
         let view = server.api.get(&format!("/v1/jobs/{id}"), &server.tokens.client).await;
         assert_eq!(view.body["signals"].as_array().map(Vec::len), Some(2), "{:?}", view.body);
+    }
+
+    async fn jobs_resume_resumes_a_failed_job_once_from_the_terminal(db) {
+        let server = TestServer::start(db).await;
+        // A failed job: its one provider refused the attempt for good.
+        let failed = || async {
+            let id = server.api.submit(&server.tokens.client, &uuid::Uuid::now_v7().to_string(),
+                &json!({"activity": "generate", "providers": ["primary-llm"]})).await.body["id"].as_str().unwrap().to_owned();
+            // This job's attempt (a resumed job's fresh attempt may come first: left started).
+            let task = loop {
+                let tasks = server.api.poll(&server.tokens.worker, "primary-llm", 2000).await;
+                if let Some(task) = tasks.into_iter().find(|t| t["job_id"] == json!(id)) {
+                    break task;
+                }
+            };
+            let reply = server.api.post(&format!("/v1/worker/attempts/{}/complete", task["attempt_id"].as_str().unwrap()), &server.tokens.worker,
+                &json!({"lease_token": task["lease_token"], "error": {"message": "declined", "retryable": false}})).await;
+            assert!(reply.status.is_success(), "{:?}", reply.body);
+            assert_eq!(server.api.get(&format!("/v1/jobs/{id}"), &server.tokens.client).await.body["status"], json!("failed"));
+            id
+        };
+        let id = failed().await;
+        let url = server.api.url.as_str();
+        let as_client = [("ONCEFLOW_URL", url), ("ONCEFLOW_CLIENT_TOKEN", server.tokens.client.as_str())];
+        let (ok, _, stderr) = run(&["jobs", "resume", &id], &as_client).await;
+        assert!(!ok && stderr.contains("--reason"), "the reason is required: {stderr}");
+        let (ok, _, stderr) = run(&["jobs", "resume", &id, "--reason", "  "], &as_client).await;
+        assert!(!ok && stderr.contains("--reason"), "{stderr}");
+        let (ok, out, stderr) = run(&["jobs", "resume", &id, "--reason", "provider fixed"], &as_client).await;
+        assert!(ok && out.contains(&format!("job {id} resumed: running")) && out.contains("Idempotency-Key"), "{out}{stderr}");
+        let view = server.api.get(&format!("/v1/jobs/{id}"), &server.tokens.client).await;
+        assert_eq!(view.body["status"], json!("running"));
+        assert_eq!(view.body["activities"][0]["attempts"].as_array().map(Vec::len), Some(2), "a fresh attempt: {:?}", view.body);
+        // Running again: a second resume is refused.
+        let (ok, _, stderr) = run(&["jobs", "resume", &id, "--reason", "again"], &as_client).await;
+        assert!(!ok && stderr.contains("job_not_resumable"), "{stderr}");
+        let (ok, shown, stderr) = run(&["jobs", "show", &id], &as_client).await;
+        assert!(ok && shown.contains("job_resumed") && shown.contains("client:alice") && shown.contains("reason: provider fixed"), "{shown}{stderr}");
+        // An operator's token (tokens.env's first choice) resumes any owner's job.
+        let other = failed().await;
+        let as_operator = [("ONCEFLOW_URL", url), ("ONCEFLOW_OPERATOR_TOKEN", server.tokens.operator.as_str())];
+        let (ok, out, stderr) = run(&["jobs", "resume", &other, "--reason", "retry after the outage"], &as_operator).await;
+        assert!(ok && out.contains("resumed: running"), "{out}{stderr}");
+        let (ok, shown, _) = run(&["jobs", "show", &other], &as_operator).await;
+        assert!(ok && shown.contains("operator:ops"), "{shown}");
+        // Another owner's client cannot.
+        let third = failed().await;
+        let (ok, _, stderr) = run(&["jobs", "resume", &third, "--reason", "x"], &[("ONCEFLOW_URL", url), ("ONCEFLOW_CLIENT_TOKEN", &server.tokens.bob)]).await;
+        assert!(!ok && stderr.contains("not_found"), "{stderr}");
     }
 
     async fn the_cli_takes_its_roles_token_from_the_variables_of_tokens_env(db) {

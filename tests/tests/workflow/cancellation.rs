@@ -364,7 +364,9 @@ rules! {
         let id = job.id;
         let t1 = workflow_task(&engine).await.unwrap();
         complete(&engine, &t1, vec![
-            WorkflowCommand::DeclareCompensation { within_ms: 300 },
+            // Long enough that the bound cannot pass before the task that carries the cancel is
+            // claimed, however loaded the machine; the test then waits it out.
+            WorkflowCommand::DeclareCompensation { within_ms: 2_000 },
             WorkflowCommand::StartTimer { seq: 0, duration_ms: 1 },
         ]).await;
         wait_for("the timer to fire", Duration::from_secs(10), || async {
@@ -383,9 +385,9 @@ rules! {
         // The task that carries the cancel completes after the bound: stale too.
         let late = workflow_task(&engine).await.expect("the cancel wakes the workflow at once");
         let cancel = late.cancel.expect("the task carries the cancel");
-        assert_eq!(late.compensation_ms, Some(300));
+        assert_eq!(late.compensation_ms, Some(2_000));
         assert!(cancel.arrival > 1, "after the timer's: {cancel:?}");
-        let deadline = cancel.requested_at + chrono::Duration::milliseconds(300);
+        let deadline = cancel.requested_at + chrono::Duration::milliseconds(2_000);
         wait_for("the bound to pass", Duration::from_secs(10), || async { db.clock().await > deadline }).await;
         let done = WorkflowCommand::CompleteJob { result: json!("refunded") };
         assert_eq!(complete(&engine, &late, vec![done]).await, WorkflowTaskOutcome::Stale);

@@ -438,7 +438,7 @@
     document.title = 'Job ' + short(id) + ' · onceflow';
     const view = h('div', { id: 'job' });
     main.append(h('p', {}, h('a', { href: '#/jobs', text: '← Jobs' })), view);
-    await poll(seq, async () => {
+    const refresh = async () => {
       const [job, events] = await Promise.all([api('GET', '/v1/jobs/' + encodeURIComponent(id)), allEvents(id)]);
       if (seq !== routeSeq) return;
       const now = Date.now();
@@ -468,9 +468,17 @@
       const outcome = job.error
         ? h('div', {}, h('h3', { text: 'Error' }), h('pre', { class: 'error', id: 'job-error', text: job.error.code + ': ' + job.error.message }))
         : h('div', {}, h('h3', { text: 'Result' }), job.result === null ? h('p', { class: 'muted', text: job.status === 'succeeded' ? 'null' : 'not yet' }) : h('div', { id: 'job-result' }, json(job.result)));
+      const role = (who() || {}).role;
+      const resume = resumable(job) && (role === 'operator' || role === 'client')
+        ? h('p', { class: 'buttons' }, h('button', {
+          type: 'button', id: 'job-resume', class: 'resume',
+          title: 'Run this job again under its own id and key: recorded steps are replayed, the failed step runs again',
+          text: 'Resume…', onclick: () => openResume(job, () => refresh().catch(() => {})),
+        }))
+        : null;
       const header = h('section', { class: 'card' },
         h('h1', {}, 'Job ', h('span', { class: 'mono', text: job.id }), ' ', h('span', { id: 'job-status' }, badge(job.status))),
-        facts, h('div', { class: 'io' }, h('div', {}, h('h3', { text: 'Input' }), json(job.input)), outcome));
+        resume, facts, h('div', { class: 'io' }, h('div', {}, h('h3', { text: 'Input' }), json(job.input)), outcome));
       const activities = job.activities.map((act) => h('section', { class: 'card activity' },
         h('h2', {}, 'Activity ' + act.seq + ': ' + act.name + ' ', badge(act.status)),
         h('p', { class: 'hint' }, 'Providers in failover order: ', act.providers.map((p, i) => h('span', { class: 'tag', text: p + (i === 0 ? ' (primary)' : '') })).reduce((acc, el) => acc.concat(acc.length ? [' → ', el] : [el]), []),
@@ -497,8 +505,58 @@
       const history_ = h('section', { class: 'card' }, h('h2', { text: 'Event history' }),
         h('table', { id: 'events' }, h('thead', {}, h('tr', {}, ['#', 'At', 'Type', 'Attempt', 'Actor', 'Data'].map((t) => h('th', { text: t })))), h('tbody', {}, eventRows)));
       view.replaceChildren(header, ...activities, ...signalCard, history_);
-    });
+    };
+    await poll(seq, refresh);
   }
+
+  /** Whether a job can be resumed: `failed`, or a workflow parked with an error. */
+  const resumable = (job) => job.status === 'failed' || (job.kind === 'workflow' && job.status === 'running' && !!job.error);
+
+  // ---------------------------------------------------------------- resume
+
+  const resumeDialog = document.getElementById('resume-dialog');
+  const resumeForm = document.getElementById('resume-form');
+  const resumeReason = document.getElementById('resume-reason');
+  const resumeError = document.getElementById('resume-error');
+  let resumeTarget = null;
+
+  function openResume(job, onDone) {
+    resumeTarget = { job, onDone };
+    document.getElementById('resume-what').textContent = 'Job ' + job.id + ' (key ' + job.idempotency_key + ', owner ' + job.owner + ') is ' +
+      job.status + (job.error ? ' with ' + job.error.code + ': ' + job.error.message : '') + '.';
+    resumeReason.value = '';
+    resumeError.hidden = true;
+    resumeDialog.showModal();
+    resumeReason.focus();
+  }
+
+  document.getElementById('resume-abort').addEventListener('click', () => resumeDialog.close());
+  resumeForm.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    if (!resumeTarget) return;
+    const reason = resumeReason.value.trim();
+    if (!reason) {
+      resumeError.textContent = 'A reason is required: say what was fixed.';
+      resumeError.hidden = false;
+      resumeReason.focus();
+      return;
+    }
+    const { job, onDone } = resumeTarget;
+    const confirmButton = document.getElementById('resume-confirm');
+    confirmButton.disabled = true;
+    try {
+      const done = await api('POST', '/v1/jobs/' + encodeURIComponent(job.id) + '/resume', { reason });
+      resumeDialog.close();
+      resumeTarget = null;
+      flash('Job ' + short(done.id) + ' resumed: ' + done.status + ' again, under the same id and key.');
+      if (onDone) onDone();
+    } catch (err) {
+      resumeError.textContent = describe(err);
+      resumeError.hidden = false;
+    } finally {
+      confirmButton.disabled = false;
+    }
+  });
 
   // ---------------------------------------------------------------- stuck attempts
 

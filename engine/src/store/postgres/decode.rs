@@ -111,6 +111,17 @@ pub(super) fn job_row_in(row: Cols) -> StoreResult<JobRow> {
     })
 }
 
+/// A child job with its outcome's arrival in its parent, and the outcome its parent saw
+/// if it was resumed since (`children_of_job.sql`).
+pub(super) fn child_row(row: &PgRow) -> StoreResult<ChildRow> {
+    Ok(ChildRow {
+        job: job_row(row)?,
+        arrival: row.try_get("parent_arrival")?,
+        seen_error: Cols::of(row).json_error("parent_seen_error")?,
+        seen_finished_at: row.try_get("parent_seen_finished_at")?,
+    })
+}
+
 pub(super) fn activity_row(row: &PgRow) -> StoreResult<ActivityRow> {
     activity_row_in(Cols::of(row))
 }

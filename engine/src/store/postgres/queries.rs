@@ -212,6 +212,15 @@ pub(super) const COMMIT_JOB_RESULT_SQL: &str = include_str!("sql/commit_job_resu
 /// Closes an open job (`failed` or `cancelled`) if `version` is current.
 pub(super) const CLOSE_JOB_SQL: &str = include_str!("sql/close_job.sql");
 
+/// Resumes a failed job or a parked workflow at the version read (the resume guard).
+pub(super) const RESUME_JOB_SQL: &str = include_str!("sql/resume_job.sql");
+
+/// Reopens a closed activity nobody won, for a resume, with a fresh retry budget.
+pub(super) const REOPEN_ACTIVITY_SQL: &str = include_str!("sql/reopen_activity.sql");
+
+/// The attempt number after which an activity's retry budget counts.
+pub(super) const ACTIVITY_RESUMED_AFTER_SQL: &str = include_str!("sql/activity_resumed_after.sql");
+
 /// Inserts an activity.
 pub(super) const INSERT_ACTIVITY_SQL: &str = include_str!("sql/insert_activity.sql");
 

@@ -296,6 +296,43 @@ impl StoreTx for PgTx {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn resume_job(&mut self, owner: &str, job_id: Uuid, version: i64) -> StoreResult<bool> {
+        let done = sqlx::query(RESUME_JOB_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(version)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn reopen_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        resumed_after: i32,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(REOPEN_ACTIVITY_SQL)
+            .bind(owner)
+            .bind(activity_id)
+            .bind(resumed_after)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn activity_resumed_after(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Option<i32>> {
+        Ok(sqlx::query_scalar(ACTIVITY_RESUMED_AFTER_SQL)
+            .bind(owner)
+            .bind(activity_id)
+            .fetch_optional(&mut *self.tx)
+            .await?)
+    }
+
     async fn insert_activity(&mut self, a: &NewActivity) -> StoreResult<()> {
         sqlx::query(INSERT_ACTIVITY_SQL)
             .bind(&a.owner_id)
@@ -891,14 +928,7 @@ impl StoreTx for PgTx {
             .bind(parent)
             .fetch_all(&mut *self.tx)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ChildRow {
-                    job: job_row(r)?,
-                    arrival: r.try_get("parent_arrival")?,
-                })
-            })
-            .collect()
+        rows.iter().map(child_row).collect()
     }
 
     async fn declare_compensation(

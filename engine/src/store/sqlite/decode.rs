@@ -140,6 +140,17 @@ pub(super) fn job_row(row: &SqliteRow) -> StoreResult<JobRow> {
     })
 }
 
+/// A child job with its outcome's arrival in its parent, and the outcome its parent saw
+/// if it was resumed since (`children_of_job.sql`).
+pub(super) fn child_row(row: &SqliteRow) -> StoreResult<ChildRow> {
+    Ok(ChildRow {
+        job: job_row(row)?,
+        arrival: row.try_get("parent_arrival")?,
+        seen_error: opt_error(row, "parent_seen_error")?,
+        seen_finished_at: opt_ts(row, "parent_seen_finished_at")?,
+    })
+}
+
 pub(super) fn activity_row(row: &SqliteRow) -> StoreResult<ActivityRow> {
     let status: String = row.try_get("status")?;
     Ok(ActivityRow {

@@ -159,6 +159,45 @@ impl StoreTx for SqliteTx {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn resume_job(&mut self, owner: &str, job_id: Uuid, version: i64) -> StoreResult<bool> {
+        let done = sqlx::query(RESUME_JOB_SQL)
+            .bind(self.now)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(version)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn reopen_activity(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+        resumed_after: i32,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(REOPEN_ACTIVITY_SQL)
+            .bind(owner)
+            .bind(activity_id.to_string())
+            .bind(resumed_after)
+            .bind(self.now)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn activity_resumed_after(
+        &mut self,
+        owner: &str,
+        activity_id: Uuid,
+    ) -> StoreResult<Option<i32>> {
+        Ok(sqlx::query_scalar(ACTIVITY_RESUMED_AFTER_SQL)
+            .bind(owner)
+            .bind(activity_id.to_string())
+            .fetch_optional(&mut *self.tx)
+            .await?)
+    }
+
     async fn insert_activity(&mut self, a: &NewActivity) -> StoreResult<()> {
         sqlx::query(INSERT_ACTIVITY_SQL)
             .bind(&a.owner_id)
@@ -670,14 +709,7 @@ impl StoreTx for SqliteTx {
             .bind(parent.to_string())
             .fetch_all(&mut *self.tx)
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ChildRow {
-                    job: job_row(r)?,
-                    arrival: r.try_get("parent_arrival")?,
-                })
-            })
-            .collect()
+        rows.iter().map(child_row).collect()
     }
 
     async fn declare_compensation(
