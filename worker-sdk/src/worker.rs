@@ -978,7 +978,10 @@ async fn run_workflow_task(inner: Arc<Inner>, task: WorkflowTask, abandon: Cance
                         )
                     });
                     if returned {
-                        inner.stats.workflows_returned.fetch_add(1, Ordering::Relaxed);
+                        inner
+                            .stats
+                            .workflows_returned
+                            .fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 return;

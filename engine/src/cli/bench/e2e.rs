@@ -103,7 +103,8 @@ impl Bench {
         let baseline = worker.done();
         let batches_before = self.batch_totals().await;
         let start = Instant::now();
-        let (_, done) = tokio::try_join!(self.produce(names, n, 1), worker.wait_done(baseline + n))?;
+        let (_, done) =
+            tokio::try_join!(self.produce(names, n, 1), worker.wait_done(baseline + n))?;
         let elapsed = done.saturating_duration_since(start);
         let batches_after = self.batch_totals().await;
         let (succeeded, listed) = self.count_jobs(names, Some("succeeded"), n).await?;
@@ -147,9 +148,7 @@ impl E2eWorker {
                     workers.iter().map(|(w, t)| (w.as_ref(), t)).collect();
                 wait_done_all(&refs, *progress, target, Duration::from_millis(5)).await
             }
-            E2eWorker::Processes(processes) => {
-                WorkerProcess::wait_won_all(processes, target).await
-            }
+            E2eWorker::Processes(processes) => WorkerProcess::wait_won_all(processes, target).await,
         }
     }
 
