@@ -161,7 +161,7 @@ impl E2eWorker {
                 .join("; "),
             E2eWorker::Processes(processes) => processes
                 .iter()
-                .map(|p| format!("process {} (won {})", p.child.id().unwrap_or(0), p.won))
+                .map(|p| format!("process {} (done {})", p.child.id().unwrap_or(0), p.won))
                 .collect::<Vec<_>>()
                 .join("; "),
         }
