@@ -33,7 +33,7 @@ use crate::secret::SecretToken;
 use crate::transport::Transport;
 use crate::workflow::{erase, replay, WorkflowContext, WorkflowError, WorkflowFn};
 use onceflow_protocol::workflow::{
-    CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowTask,
+    CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowCommand, WorkflowTask,
 };
 
 /// Before a poll, the poll loop yields to the runtime at most this many times while
@@ -338,6 +338,8 @@ struct Stats {
     local_contract_violations: AtomicU64,
     lease_lost: AtomicU64,
     panics: AtomicU64,
+    workflow_tasks: AtomicU64,
+    workflows_returned: AtomicU64,
 }
 
 /// A snapshot of a worker's counters.
@@ -362,6 +364,12 @@ pub struct WorkerStats {
     pub lease_lost: u64,
     /// Handlers that panicked.
     pub panics: u64,
+    /// Workflow tasks whose commands the engine applied (answered `applied`, not
+    /// `stale`).
+    pub workflow_tasks: u64,
+    /// Of those, the tasks that carried the workflow's return (its result or its error):
+    /// each is one workflow job run to its end by this worker.
+    pub workflows_returned: u64,
 }
 
 /// The outcome of certifying one provider.
@@ -419,6 +427,8 @@ impl Worker {
             local_contract_violations: get(&s.local_contract_violations),
             lease_lost: get(&s.lease_lost),
             panics: get(&s.panics),
+            workflow_tasks: get(&s.workflow_tasks),
+            workflows_returned: get(&s.workflows_returned),
         }
     }
 
@@ -959,6 +969,21 @@ async fn run_workflow_task(inner: Arc<Inner>, task: WorkflowTask, abandon: Cance
         {
             Ok(answer) => {
                 tracing::debug!(job_id = %task.job_id, commands = body.commands.len(), outcome = %answer.body.outcome, "workflow task completed");
+                if answer.body.outcome == "applied" {
+                    inner.stats.workflow_tasks.fetch_add(1, Ordering::Relaxed);
+                    let returned = body.commands.iter().any(|c| {
+                        matches!(
+                            c,
+                            WorkflowCommand::CompleteJob { .. } | WorkflowCommand::FailJob { .. }
+                        )
+                    });
+                    if returned {
+                        inner
+                            .stats
+                            .workflows_returned
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 return;
             }
             Err(e) if e.is_transient() && !abandon.is_cancelled() => {

@@ -337,13 +337,26 @@ impl Engine {
                         "commands: a timer needs seq >= 0 and at most a year",
                     ));
                 }
-                tx.insert_timer(owner, job.id, *seq, *duration_ms).await?;
+                let started = tx.insert_timer(owner, job.id, *seq, *duration_ms).await?;
                 events.push(
                     event::TIMER_STARTED,
                     None,
                     actor::ENGINE,
                     json!({ "seq": seq, "duration_ms": duration_ms }),
                 );
+                // A zero-length timer is due as it starts: it fires in this transaction
+                // (once: the same guarded statement as the timer loop's), so the workflow
+                // is ready again at once instead of at the next reaper pass.
+                if started && *duration_ms == 0 && tx.fire_timer(owner, job.id, *seq).await? {
+                    tx.mark_workflow_ready(owner, job.id, Arrival::Timer(*seq))
+                        .await?;
+                    events.push(
+                        event::TIMER_FIRED,
+                        None,
+                        actor::ENGINE,
+                        json!({ "seq": seq }),
+                    );
+                }
             }
             WorkflowCommand::StartChild {
                 seq,

@@ -405,6 +405,22 @@ rules! {
         let (ok, _, stderr) = run(&["schedules", "show", "nope"]).await.unwrap();
         assert!(!ok && stderr.contains("not_found"), "{stderr}");
     }
+
+    /// `onceflow bench --workload workflow`: every workflow of the run (and the warm-up)
+    /// succeeded, each through its three activities and its zero-length timer, and the
+    /// RESULT line carries workflows/s and activity steps/s.
+    async fn bench_workflow_runs_each_workflow_through_its_steps_to_success(db) {
+        let url = db.url();
+        let args = ["bench", "--database-url", &url, "--workload", "workflow", "--jobs", "20", "--concurrency", "4"];
+        let (ok, stdout, stderr) = run(&args, &[("RUST_LOG", "warn")]).await;
+        assert!(ok, "{stderr}");
+        let line = stdout.lines().find(|l| l.starts_with("RESULT workload=workflow")).unwrap_or_else(|| panic!("no workflow result: {stdout}"));
+        assert!(line.contains(" jobs=20 ") && line.contains(" rate=") && line.contains(" steps_rate="), "{line}");
+        assert_eq!(db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench' AND kind = 'workflow' AND status = 'succeeded'").await, 21);
+        assert_eq!(db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench'").await, 21, "no job other than the workflows");
+        assert_eq!(db.count("SELECT count(*) FROM activities WHERE owner_id = 'bench' AND status = 'succeeded'").await, 63);
+        assert_eq!(db.count("SELECT count(*) FROM timers WHERE owner_id = 'bench' AND fired_at IS NOT NULL").await, 21);
+    }
 }
 
 /// `onceflow bench --engines 2` runs two engine processes on one database and spreads its

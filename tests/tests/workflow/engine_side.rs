@@ -6,7 +6,7 @@ use futures::future::join_all;
 use onceflow_engine::model::{ErrorInfo, Scope};
 use onceflow_engine::{ClaimRequest, Engine, JobRequest, WorkflowTaskOutcome};
 use onceflow_protocol::workflow::{
-    CompleteWorkflowTaskRequest, Task, WorkflowCommand, WorkflowTask,
+    CompleteWorkflowTaskRequest, JournalEntry, Task, WorkflowCommand, WorkflowTask,
 };
 use onceflow_tests::{code_of, event_types, rules, wait_for, ALICE};
 use serde_json::json;
@@ -40,6 +40,21 @@ fn schedule(seq: i32, name: &str) -> WorkflowCommand {
 }
 
 rules! {
+    async fn a_zero_length_timer_fires_as_it_starts_and_wakes_its_workflow(db) {
+        let engine = db.engine();
+        let job = engine.submit(ALICE, "k", &JobRequest::workflow("pipeline", json!({}))).await.unwrap().job;
+        let t1 = workflow_task(&engine, "w").await.unwrap();
+        engine.complete_workflow_task(&Scope::AllOwners, job.id, &CompleteWorkflowTaskRequest {
+            lease_token: t1.lease_token, read_version: t1.read_version,
+            commands: vec![WorkflowCommand::StartTimer { seq: 0, duration_ms: 0 }] }).await.unwrap();
+        // No reaper pass: the timer fired with the task that started it.
+        let t2 = workflow_task(&engine, "w").await.expect("the fired timer woke the workflow");
+        assert!(matches!(t2.journal.as_slice(), [JournalEntry::Timer { seq: 0, fired_at: Some(_), arrival: Some(1), .. }]), "{:?}", t2.journal);
+        assert_eq!(engine.reap().await.unwrap().timers_fired, 0, "fired once");
+        let events = event_types(&engine, job.id).await;
+        assert_eq!(events.iter().filter(|e| *e == "timer_fired").count(), 1, "{events:?}");
+    }
+
     async fn two_workers_completing_the_same_workflow_task_apply_it_once(db) {
         let (engines, _turn) = db.separate_engines(6).await;
         let job = engines[0].submit(ALICE, "k", &JobRequest::workflow("pipeline", json!({}))).await.unwrap().job;

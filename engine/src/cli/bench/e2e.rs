@@ -7,9 +7,30 @@ use std::time::{Duration, Instant};
 use onceflow_worker::Worker;
 
 use super::batches::batch_report;
-use super::worker::{stop_worker, submit_warm_up, wait_won_all};
+use super::worker::{stop_worker, submit_warm_up, wait_done_all};
 use super::worker_process::WorkerProcess;
+use super::workflow::progress_of;
 use super::{peak_rss_mb, Bench, Names, WorkerTask};
+
+/// What a workload's workers count as done: activity results won (e2e), or workflows
+/// run to their end (workflow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Progress {
+    /// [`onceflow_worker::WorkerStats::won`].
+    Won,
+    /// [`onceflow_worker::WorkerStats::workflows_returned`].
+    WorkflowsReturned,
+}
+
+impl Progress {
+    /// This progress in a worker's counters.
+    pub(super) fn of(self, stats: &onceflow_worker::WorkerStats) -> u64 {
+        match self {
+            Progress::Won => stats.won,
+            Progress::WorkflowsReturned => stats.workflows_returned,
+        }
+    }
+}
 
 impl Bench {
     pub(super) async fn e2e(&self) -> Result<f64, String> {
@@ -45,7 +66,8 @@ impl Bench {
 
     /// One worker per server (one, unless --engines), the --concurrency attempts shared
     /// between them.
-    fn e2e_workers(&self, names: &Names) -> Result<E2eWorker, String> {
+    pub(super) fn e2e_workers(&self, names: &Names) -> Result<E2eWorker, String> {
+        let progress = progress_of(names);
         let servers = self.urls.len();
         let each = self.concurrency.div_ceil(servers);
         if self.worker_process {
@@ -65,7 +87,7 @@ impl Bench {
                     None,
                 )?);
             }
-            Ok(E2eWorker::InProcess(workers))
+            Ok(E2eWorker::InProcess(workers, progress))
         }
     }
 
@@ -77,11 +99,12 @@ impl Bench {
         let n = self.jobs;
         // One job first, so that a worker has registered its contract and is polling.
         submit_warm_up(&self.client()?, names).await?;
-        worker.wait_won(1).await?;
-        let baseline = worker.won();
+        worker.wait_done(1).await?;
+        let baseline = worker.done();
         let batches_before = self.batch_totals().await;
         let start = Instant::now();
-        let (_, done) = tokio::try_join!(self.produce(names, n, 1), worker.wait_won(baseline + n))?;
+        let (_, done) =
+            tokio::try_join!(self.produce(names, n, 1), worker.wait_done(baseline + n))?;
         let elapsed = done.saturating_duration_since(start);
         let batches_after = self.batch_totals().await;
         let (succeeded, listed) = self.count_jobs(names, Some("succeeded"), n).await?;
@@ -98,44 +121,47 @@ impl Bench {
     }
 }
 
-/// The SDK workers of e2e (one per server): in this process, or each in a child process
-/// of its own.
-enum E2eWorker {
-    InProcess(Vec<(Arc<Worker>, WorkerTask)>),
+/// The SDK workers of e2e and workflow (one per server): in this process, or each in a
+/// child process of its own (which counts what it was told to with `--workflow`); in
+/// this process, with what they count as done.
+pub(super) enum E2eWorker {
+    InProcess(Vec<(Arc<Worker>, WorkerTask)>, Progress),
     Processes(Vec<WorkerProcess>),
 }
 
 impl E2eWorker {
-    /// The results the workers won, in all.
-    fn won(&self) -> u64 {
+    /// What the workers have done, in all (see [`Progress`]).
+    pub(super) fn done(&self) -> u64 {
         match self {
-            E2eWorker::InProcess(workers) => workers.iter().map(|(w, _)| w.stats().won).sum(),
+            E2eWorker::InProcess(workers, progress) => {
+                workers.iter().map(|(w, _)| progress.of(&w.stats())).sum()
+            }
             E2eWorker::Processes(processes) => processes.iter().map(|p| p.won).sum(),
         }
     }
 
-    /// Waits until the workers have won `target` results in all; returns when it saw it.
-    async fn wait_won(&mut self, target: u64) -> Result<Instant, String> {
+    /// Waits until the workers have done `target` in all; returns when it saw it.
+    pub(super) async fn wait_done(&mut self, target: u64) -> Result<Instant, String> {
         match self {
-            E2eWorker::InProcess(workers) => {
+            E2eWorker::InProcess(workers, progress) => {
                 let refs: Vec<(&Worker, &WorkerTask)> =
                     workers.iter().map(|(w, t)| (w.as_ref(), t)).collect();
-                wait_won_all(&refs, target, Duration::from_millis(5)).await
+                wait_done_all(&refs, *progress, target, Duration::from_millis(5)).await
             }
             E2eWorker::Processes(processes) => WorkerProcess::wait_won_all(processes, target).await,
         }
     }
 
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
-            E2eWorker::InProcess(workers) => workers
+            E2eWorker::InProcess(workers, _) => workers
                 .iter()
                 .map(|(w, _)| format!("{:?}", w.stats()))
                 .collect::<Vec<_>>()
                 .join("; "),
             E2eWorker::Processes(processes) => processes
                 .iter()
-                .map(|p| format!("process {} (won {})", p.child.id().unwrap_or(0), p.won))
+                .map(|p| format!("process {} (done {})", p.child.id().unwrap_or(0), p.won))
                 .collect::<Vec<_>>()
                 .join("; "),
         }
@@ -143,9 +169,9 @@ impl E2eWorker {
 
     /// Stops the workers; worker processes answer the largest peak memory among them,
     /// in MB.
-    async fn stop(self) -> Result<Option<f64>, String> {
+    pub(super) async fn stop(self) -> Result<Option<f64>, String> {
         match self {
-            E2eWorker::InProcess(workers) => {
+            E2eWorker::InProcess(workers, _) => {
                 let mut first_error = None;
                 for (worker, task) in workers {
                     if let Err(e) = stop_worker(&worker, task).await {

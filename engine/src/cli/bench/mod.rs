@@ -7,7 +7,8 @@
 //! key, activity name and task queue, so runs on one database never collide and the
 //! workers of one run (or one workload) never take another's tasks.
 //!
-//! One file per workload (`submit`, `dedup`, `e2e`, `latency`, `heartbeat`, `floor`), the
+//! One file per workload (`submit`, `dedup`, `e2e`, `workflow`, `latency`, `heartbeat`,
+//! `floor`), the
 //! `--history` pre-fill (`history`, whose statements live beside the migrations), and
 //! what they share: the producers (`produce`), the in-process SDK worker (`worker`), the
 //! worker in a process of its own (`worker_process`) and the batchers' metrics
@@ -26,6 +27,7 @@ mod retention;
 mod submit;
 mod worker;
 mod worker_process;
+mod workflow;
 
 use std::time::Duration;
 
@@ -60,6 +62,11 @@ pub enum Workload {
     Submit,
     /// Every key submitted twice concurrently: one job per key.
     Dedup,
+    /// Workflow jobs submitted over HTTP (as e2e's), each three no-op activities and a
+    /// zero-length durable timer, run by e2e's kind of SDK worker until every job
+    /// succeeded with its result: workflows/s and activity steps/s (not part of `all`:
+    /// a workflow's five tasks make it the slowest workload by far).
+    Workflow,
     /// One job at a time on an idle engine: submit→start and submit→succeeded.
     Latency,
     /// PostgreSQL only: the bare SQL of a job's life (insert, claim, CAS) on a scratch table.
@@ -139,6 +146,11 @@ pub struct BenchWorkerArgs {
     /// The activity the no-op provider serves.
     #[arg(long)]
     activity: String,
+    /// Also run the bench's workflow under this name (three steps of `--activity` and a
+    /// zero-length timer); `won=N` then counts the workflows run to their end instead
+    /// of the activity results won.
+    #[arg(long)]
+    workflow: Option<String>,
     /// The most attempts at once.
     #[arg(long)]
     concurrency: usize,
@@ -155,6 +167,8 @@ pub struct Noop {
 #[derive(Debug, Clone)]
 struct Names {
     workload: &'static str,
+    /// The workflow of the workload's jobs (`workflow`); `None`: activity jobs.
+    workflow: Option<String>,
     activity: String,
     queue: String,
     key_prefix: String,
@@ -383,6 +397,7 @@ impl Bench {
                 Workload::Latency,
             ],
             Workload::E2e => &[Workload::E2e],
+            Workload::Workflow => &[Workload::Workflow],
             Workload::Submit => &[Workload::Submit],
             Workload::Dedup => &[Workload::Dedup],
             Workload::Latency => &[Workload::Latency],
@@ -398,6 +413,7 @@ impl Bench {
                 Workload::Submit => self.submit().await?,
                 Workload::Dedup => self.dedup().await?,
                 Workload::E2e => e2e_rate = Some(self.e2e().await?),
+                Workload::Workflow => self.workflow().await?,
                 Workload::Latency => self.latency().await?,
                 Workload::Heartbeat => self.heartbeat().await?,
                 Workload::Retention => self.retention().await?,
@@ -419,6 +435,7 @@ impl Bench {
     fn names(&self, workload: &'static str) -> Names {
         Names {
             workload,
+            workflow: (workload == "workflow").then(|| format!("bench_flow_{}", self.run_id)),
             activity: format!("bench_noop_{}_{workload}", self.run_id),
             queue: format!("bench_{}_{workload}", self.run_id),
             key_prefix: format!("bench-{}-{workload}-", self.run_id),
@@ -459,6 +476,16 @@ impl Bench {
 }
 
 fn job_body(names: &Names, k: u64) -> JobRequestBody {
+    if let Some(workflow) = &names.workflow {
+        return JobRequestBody {
+            workflow: Some(workflow.clone()),
+            activity: None,
+            providers: None,
+            input: Some(json!({ "n": k })),
+            task_queue: Some(names.queue.clone()),
+            options: None,
+        };
+    }
     JobRequestBody {
         workflow: None,
         activity: Some(names.activity.clone()),

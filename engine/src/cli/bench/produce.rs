@@ -77,9 +77,10 @@ impl Bench {
         }
     }
 
-    /// Counts the jobs of `names.activity` (in `status`, if given) whose key is one of
-    /// the first `keys` keys of the workload, paging through `GET /v1/jobs`. Returns
-    /// (matching, listed).
+    /// Counts the jobs of `names.activity` (of `names.workflow`, for workflow jobs; in
+    /// `status`, if given) whose key is one of the first `keys` keys of the workload,
+    /// paging through `GET /v1/jobs`. Returns (matching, listed). A succeeded workflow
+    /// job of the workload whose result is not the one its key calls for is an error.
     pub(super) async fn count_jobs(
         &self,
         names: &Names,
@@ -90,10 +91,11 @@ impl Bench {
         let mut listed = 0u64;
         let mut after: Option<String> = None;
         loop {
-            let mut query = vec![
-                ("activity", names.activity.clone()),
-                ("limit", "500".to_owned()),
-            ];
+            let mut query = vec![match &names.workflow {
+                Some(workflow) => ("workflow", workflow.clone()),
+                None => ("activity", names.activity.clone()),
+            }];
+            query.push(("limit", "500".to_owned()));
             if let Some(status) = status {
                 query.push(("status", status.to_owned()));
             }
@@ -125,11 +127,16 @@ impl Bench {
             for job in jobs {
                 listed += 1;
                 let key = job["idempotency_key"].as_str().unwrap_or_default();
-                let ours = key
+                let number = key
                     .strip_prefix(&names.key_prefix)
                     .and_then(|k| k.parse::<u64>().ok())
-                    .is_some_and(|k| k < keys);
-                if ours {
+                    .filter(|k| *k < keys);
+                if let (Some(n), Some(_)) = (number, &names.workflow) {
+                    if job["status"] == "succeeded" {
+                        check_workflow_result(n, job)?;
+                    }
+                }
+                if number.is_some() {
                     matching.insert(job["id"].as_str().unwrap_or(key).to_owned());
                 }
             }
@@ -139,5 +146,23 @@ impl Bench {
             }
         }
         Ok((matching.len() as u64, listed))
+    }
+}
+
+/// The result of the bench's workflow for job number `n`: `{"n": n, "steps": 3}`.
+fn check_workflow_result(n: u64, job: &Value) -> Result<(), String> {
+    let expected = super::workflow::Output {
+        n,
+        steps: super::workflow::STEPS,
+    };
+    let result = serde_json::from_value::<super::workflow::Output>(job["result"].clone());
+    match result {
+        Ok(output) if output == expected => Ok(()),
+        _ => Err(format!(
+            "workflow job {} (number {n}) succeeded with result {}, not {}",
+            job["id"],
+            job["result"],
+            serde_json::json!(expected)
+        )),
     }
 }

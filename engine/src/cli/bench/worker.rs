@@ -8,6 +8,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use super::e2e::Progress;
 use super::{job_body, Bench, Names, Noop, WorkerTask, PROVIDER, STALL};
 
 impl Bench {
@@ -57,7 +58,7 @@ impl Bench {
         max_concurrent: usize,
         probe: Option<mpsc::UnboundedSender<(Uuid, Instant)>>,
     ) -> Result<(Arc<Worker>, WorkerTask), String> {
-        let worker = Worker::builder(url.to_owned(), self.worker_token.clone())
+        let builder = Worker::builder(url.to_owned(), self.worker_token.clone())
             .worker_id(worker_id.to_owned())
             .task_queue(names.queue.clone())
             .max_concurrent_attempts(max_concurrent)
@@ -75,7 +76,12 @@ impl Bench {
                         Ok::<_, ActivityError>(Noop { ok: true })
                     }
                 },
-            )
+            );
+        let builder = match &names.workflow {
+            Some(workflow) => super::workflow::register(builder, workflow, &names.activity),
+            None => builder,
+        };
+        let worker = builder
             .build()
             .map_err(|e| format!("cannot build the worker: {e}"))?;
         let worker = Arc::new(worker);
@@ -103,17 +109,24 @@ pub(super) async fn wait_won(
     target: u64,
     every: Duration,
 ) -> Result<Instant, String> {
-    wait_won_all(&[(worker, task)], target, every).await
+    wait_done_all(&[(worker, task)], Progress::Won, target, every).await
 }
 
-/// [`wait_won`] for several workers: until their won counts add up to `target`; fails
-/// when any of them stops or fails, or all together make no progress for [`STALL`].
-pub(super) async fn wait_won_all(
+/// [`wait_won`] for several workers and either [`Progress`]: until their counts add up
+/// to `target`; fails when any of them stops or fails, or all together make no progress
+/// for [`STALL`].
+pub(super) async fn wait_done_all(
     workers: &[(&Worker, &WorkerTask)],
+    progress: Progress,
     target: u64,
     every: Duration,
 ) -> Result<Instant, String> {
-    let won = || workers.iter().map(|(w, _)| w.stats().won).sum::<u64>();
+    let won = || {
+        workers
+            .iter()
+            .map(|(w, _)| progress.of(&w.stats()))
+            .sum::<u64>()
+    };
     let mut last = won();
     let mut last_change = Instant::now();
     loop {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use onceflow_worker::{ActivityContext, ActivityError, Worker};
 use serde_json::Value;
 
+use super::e2e::Progress;
 use super::worker::stop_worker;
 use super::{peak_rss_mb, runtime_threads, Bench, BenchWorkerArgs, Names, Noop, PROVIDER, STALL};
 
@@ -36,6 +37,12 @@ impl WorkerProcess {
             .args(["--worker-id", &bench.worker_id(names, i)])
             .args(["--task-queue", &names.queue, "--activity", &names.activity])
             .args(["--concurrency", &concurrency.to_string()])
+            .args(
+                names
+                    .workflow
+                    .iter()
+                    .flat_map(|w| ["--workflow", w.as_str()]),
+            )
             .args(["--threads", &runtime_threads().to_string()])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -125,7 +132,7 @@ impl WorkerProcess {
 /// Runs `onceflow bench-worker` (see [`BenchWorkerArgs`]).
 pub async fn run_worker_process(args: BenchWorkerArgs) -> Result<(), String> {
     use std::io::Write;
-    let worker = Worker::builder(args.url, args.worker_token.expose())
+    let builder = Worker::builder(args.url, args.worker_token.expose())
         .worker_id(args.worker_id)
         .task_queue(args.task_queue)
         .max_concurrent_attempts(args.concurrency.max(1))
@@ -137,7 +144,15 @@ pub async fn run_worker_process(args: BenchWorkerArgs) -> Result<(), String> {
             |_ctx: ActivityContext, _input: Value| async move {
                 Ok::<_, ActivityError>(Noop { ok: true })
             },
-        )
+        );
+    let (builder, progress) = match &args.workflow {
+        Some(workflow) => (
+            super::workflow::register(builder, workflow, &args.activity),
+            Progress::WorkflowsReturned,
+        ),
+        None => (builder, Progress::Won),
+    };
+    let worker = builder
         .build()
         .map_err(|e| format!("cannot build the worker: {e}"))?;
     let worker = Arc::new(worker);
@@ -170,8 +185,8 @@ pub async fn run_worker_process(args: BenchWorkerArgs) -> Result<(), String> {
             let _ = writeln!(out, "error=the worker stopped early; worker {stats:?}");
             break;
         }
-        if stats.won != reported {
-            reported = stats.won;
+        if progress.of(&stats) != reported {
+            reported = progress.of(&stats);
             let _ = writeln!(out, "won={reported}");
             let _ = out.flush();
         }
