@@ -599,6 +599,9 @@ pub mod event {
     /// A failed job (or a parked workflow) was resumed under its own id and key (`reason`;
     /// the actor is `client:<owner>` or `operator:<name>`).
     pub const JOB_RESUMED: &str = "job_resumed";
+    /// A workflow continued as new: its job (same id, key and signals) started run `run`
+    /// from position `first_seq` with a fresh journal.
+    pub const WORKFLOW_CONTINUED_AS_NEW: &str = "workflow_continued_as_new";
 }
 
 status_enum! {

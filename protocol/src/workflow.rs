@@ -33,22 +33,38 @@ pub struct WorkflowTask {
     pub owner: String,
     /// The workflow to run.
     pub workflow: String,
-    /// The job's input.
+    /// The run's input: the job's input, or the one its workflow continued as new with.
     #[schema(value_type = Object)]
     pub input: Value,
     /// Stable for the job: `ctx.idempotency_key()`.
     pub idempotency_key: String,
-    /// When the job was created: `ctx.now()` before anything was recorded.
+    /// When the run started (the job's creation for its first run): `ctx.now()` before
+    /// anything was recorded.
     pub created_at: DateTime<Utc>,
     /// This task's fencing token.
     pub lease_token: Uuid,
     /// The job version the task read; its commands apply only if it is still current.
     pub read_version: i64,
-    /// What the workflow did so far, by position (call order).
+    /// The run's number: 1, then one more each time the workflow continued as new.
+    #[serde(default = "first_run")]
+    pub run: i32,
+    /// The run's first position: its steps are numbered from here (0 for the first run;
+    /// a run continued as new starts after every position of the runs before it).
+    #[serde(default)]
+    pub first_seq: i32,
+    /// `None`: the task carries the run's whole history. `Some(h)`: sticky execution —
+    /// the worker that completed the job's previous task said it keeps the replayed
+    /// state, having seen every outcome up to place `h` in the arrival order, and the job
+    /// has not moved since; `journal`, `signals` and `cancel` then carry only what arrived
+    /// after `h` (and `patches` nothing). A worker without that state asks for the whole
+    /// history (`POST /v1/worker/workflow-tasks/{job_id}/history`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_arrival: Option<i64>,
+    /// What the run did so far, by position (call order).
     pub journal: Vec<JournalEntry>,
-    /// The job's signals in the order they were recorded, taken or not: a wait takes the
-    /// one recorded as consumed at its position, else the first untaken one of its name
-    /// delivered so far.
+    /// The job's signals in the order they were recorded, untaken or taken in this run:
+    /// a wait takes the one recorded as consumed at its position, else the first untaken
+    /// one of its name delivered so far.
     #[serde(default)]
     pub signals: Vec<RecordedSignal>,
     /// The owner's request to cancel the job, once made while the workflow had declared a
@@ -64,6 +80,10 @@ pub struct WorkflowTask {
     /// A marker takes no position: `ctx.patched(id)` is true for a job that recorded `id`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub patches: Vec<String>,
+}
+
+fn first_run() -> i32 {
+    1
 }
 
 /// The owner asked to cancel a workflow job that declared a compensation bound: the job
@@ -266,6 +286,18 @@ pub enum WorkflowCommand {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         deprecated: bool,
     },
+    /// The workflow continued as new: the job (same id, key and signals) starts a fresh
+    /// run with `input`, whose positions start at `first_seq`, with an empty journal.
+    /// Activities still open in the run that ends are closed (code `continued_as_new`) and
+    /// its unfired timers dropped; children it started run on, unseen by the new run.
+    /// A job whose cancel was requested ends `cancelled` instead.
+    ContinueAsNew {
+        /// The new run's input.
+        #[schema(value_type = Object)]
+        input: Value,
+        /// The new run's first position: past every position the ending run took.
+        first_seq: i32,
+    },
     /// The task could not be completed (e.g. `nondeterminism`): the job is parked, visibly,
     /// and no further workflow task is handed out for it.
     FailTask {
@@ -285,6 +317,23 @@ pub struct CompleteWorkflowTaskRequest {
     pub read_version: i64,
     /// What the workflow decided, in order.
     pub commands: Vec<WorkflowCommand>,
+    /// Sticky execution: `Some(h)` says this worker keeps the workflow's replayed state,
+    /// having seen every outcome up to place `h` in the job's arrival order, so the job's
+    /// next task goes to it with only what arrives after `h`. `None`: the next task
+    /// carries the whole history, to any worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sticky_horizon: Option<i64>,
+}
+
+/// Body of `POST /v1/worker/workflow-tasks/{job_id}/history`: a worker that got a task
+/// with only the new part of its history (`since_arrival`) but does not hold the
+/// workflow's replayed state asks for the whole of it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WorkflowHistoryRequest {
+    /// The task's fencing token, as handed out: only the task's holder reads its history.
+    #[serde(deserialize_with = "crate::api::opaque_lease_token")]
+    #[schema(value_type = String)]
+    pub lease_token: Uuid,
 }
 
 /// Answer to a workflow-task completion.

@@ -5,6 +5,7 @@ mod workflow {
     mod cancellation;
     mod children;
     mod engine_side;
+    mod long_histories;
     mod resume;
     mod sdk;
     mod signals;

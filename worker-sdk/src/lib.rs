@@ -84,6 +84,7 @@ mod error;
 mod http;
 mod provider;
 mod report;
+mod runs;
 mod secret;
 mod transport;
 mod worker;

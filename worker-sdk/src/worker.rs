@@ -29,11 +29,13 @@ use crate::error::{ActivityError, SdkError};
 use crate::http::CaCert;
 use crate::provider::{cases_to_json, typed_check, Certify, LocalContract, Registration};
 use crate::report::{Reporter, StopOnDrop};
+use crate::runs::{Answer, Runs};
 use crate::secret::SecretToken;
 use crate::transport::Transport;
-use crate::workflow::{erase, replay, WorkflowContext, WorkflowError, WorkflowFn};
+use crate::workflow::{erase, WorkflowContext, WorkflowError, WorkflowFn};
 use onceflow_protocol::workflow::{
-    CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowCommand, WorkflowTask,
+    CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowCommand,
+    WorkflowHistoryRequest, WorkflowTask,
 };
 
 /// Before a poll, the poll loop yields to the runtime at most this many times while
@@ -48,6 +50,7 @@ pub struct WorkerBuilder {
     task_queue: String,
     worker_id: String,
     max_concurrent: usize,
+    max_cached_workflows: usize,
     poll_wait: Duration,
     shutdown_grace: Duration,
     registrations: Vec<Registration>,
@@ -120,6 +123,17 @@ impl WorkerBuilder {
     /// tasks than it has free slots: back-pressure, never an overcommitted lease.
     pub fn max_concurrent_attempts(mut self, n: usize) -> Self {
         self.max_concurrent = n.max(1);
+        self
+    }
+
+    /// Sticky execution: keep the replayed state of up to this many workflow runs between
+    /// their tasks (default 1,000; the least recently used are dropped first). The engine
+    /// then sends a kept workflow's next task to this worker with only what arrived
+    /// since, so a task costs the same at step 10,000 as at step 10. A task whose run was
+    /// dropped, or that reaches a worker that restarted, is replayed from its whole
+    /// history as usual. `0` keeps none: every task is a full replay.
+    pub fn max_cached_workflows(mut self, n: usize) -> Self {
+        self.max_cached_workflows = n;
         self
     }
 
@@ -236,6 +250,11 @@ impl WorkerBuilder {
                 task_queue: self.task_queue,
                 worker_id: self.worker_id,
                 max_concurrent: self.max_concurrent,
+                runs: Runs::new(if self.workflows.is_empty() {
+                    0
+                } else {
+                    self.max_cached_workflows
+                }),
                 poll_wait: self.poll_wait,
                 shutdown_grace: self.shutdown_grace,
                 registrations: self.registrations,
@@ -317,6 +336,7 @@ struct Inner {
     task_queue: String,
     worker_id: String,
     max_concurrent: usize,
+    runs: Runs,
     poll_wait: Duration,
     shutdown_grace: Duration,
     registrations: Vec<Registration>,
@@ -398,6 +418,7 @@ impl Worker {
             task_queue: "default".to_owned(),
             worker_id: format!("worker-{}", std::process::id()),
             max_concurrent: 8,
+            max_cached_workflows: 1000,
             poll_wait: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(30),
             registrations: Vec::new(),
@@ -940,19 +961,62 @@ async fn report(
     }
 }
 
-/// Replays a workflow and sends the commands; retried while the engine is unreachable.
+/// How long a worker keeps trying to complete a workflow task while the engine is
+/// unreachable: the engine's lease on a workflow task (30 s by default). Past it the task
+/// is handed out again, so trying on would only hold a slot.
+const WORKFLOW_TASK_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Runs a workflow task (continuing the job's kept run, or replaying its whole history)
+/// and sends the commands; retried while the engine is unreachable, within the task's
+/// lease.
 async fn run_workflow_task(inner: Arc<Inner>, task: WorkflowTask, abandon: CancellationToken) {
     let Some(workflow) = inner.workflows.get(&task.workflow).cloned() else {
         tracing::error!(job_id = %task.job_id, workflow = %task.workflow, "a workflow task for a workflow this worker does not run");
         return;
     };
-    let commands = replay(&workflow, &task);
-    let body = CompleteWorkflowTaskRequest {
-        lease_token: task.lease_token,
-        read_version: task.read_version,
+    let (job_id, lease_token, read_version) = (task.job_id, task.lease_token, task.read_version);
+    let since = task.since_arrival;
+    let mut answer = inner.runs.advance(workflow.clone(), task).await;
+    if matches!(answer, Answer::NeedsHistory) {
+        // Sticky task, but the run is not kept here (dropped, or this worker restarted).
+        tracing::debug!(%job_id, ?since, "workflow run not kept here: fetching its whole history");
+        let path = format!("/v1/worker/workflow-tasks/{job_id}/history");
+        let full = inner
+            .transport
+            .call::<_, WorkflowTask>(
+                Repeat::Safe,
+                Method::POST,
+                &path,
+                &[],
+                Some(&WorkflowHistoryRequest { lease_token }),
+                Duration::from_secs(30),
+            )
+            .await;
+        match full {
+            Ok(full) => answer = inner.runs.advance(workflow, full.body).await,
+            Err(e) => {
+                // Harmless: the task is handed out again when its lease expires.
+                tracing::warn!(%job_id, error = %e, "workflow history not read; the task is left to its lease");
+                return;
+            }
+        }
+    }
+    let Answer::Decided {
         commands,
+        sticky_horizon,
+    } = answer
+    else {
+        tracing::warn!(%job_id, "workflow task not replayed; it is left to its lease");
+        return;
     };
-    let path = format!("/v1/worker/workflow-tasks/{}/complete", task.job_id);
+    let body = CompleteWorkflowTaskRequest {
+        lease_token,
+        read_version,
+        commands,
+        sticky_horizon,
+    };
+    let path = format!("/v1/worker/workflow-tasks/{job_id}/complete");
+    let give_up = tokio::time::Instant::now() + WORKFLOW_TASK_PATIENCE;
     let mut backoff = Duration::from_millis(100);
     loop {
         match inner
@@ -968,7 +1032,7 @@ async fn run_workflow_task(inner: Arc<Inner>, task: WorkflowTask, abandon: Cance
             .await
         {
             Ok(answer) => {
-                tracing::debug!(job_id = %task.job_id, commands = body.commands.len(), outcome = %answer.body.outcome, "workflow task completed");
+                tracing::debug!(%job_id, commands = body.commands.len(), outcome = %answer.body.outcome, "workflow task completed");
                 if answer.body.outcome == "applied" {
                     inner.stats.workflow_tasks.fetch_add(1, Ordering::Relaxed);
                     let returned = body.commands.iter().any(|c| {
@@ -983,19 +1047,30 @@ async fn run_workflow_task(inner: Arc<Inner>, task: WorkflowTask, abandon: Cance
                             .workflows_returned
                             .fetch_add(1, Ordering::Relaxed);
                     }
+                } else if sticky_horizon.is_some() {
+                    inner.runs.forget(job_id);
                 }
                 return;
             }
-            Err(e) if e.is_transient() && !abandon.is_cancelled() => {
+            Err(e)
+                if e.is_transient()
+                    && !abandon.is_cancelled()
+                    && tokio::time::Instant::now() + backoff < give_up =>
+            {
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
-                    _ = abandon.cancelled() => return,
+                    _ = abandon.cancelled() => {
+                        inner.runs.forget(job_id);
+                        return;
+                    }
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
             Err(e) => {
-                // Harmless: the task is handed out again when its lease expires.
-                tracing::warn!(job_id = %task.job_id, error = %e, "workflow task not applied");
+                // Harmless: the task is handed out again when its lease expires. Whether
+                // it applied is unknown, so the kept run may not match the history.
+                inner.runs.forget(job_id);
+                tracing::warn!(%job_id, error = %e, "workflow task not applied; it is left to its lease");
                 return;
             }
         }

@@ -20,7 +20,7 @@
 //! created after it run normally (the compensation).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -154,6 +154,14 @@ struct Replay {
     delivered_up_to: i64,
     /// Futures waiting on an outcome that is recorded but not delivered yet.
     undelivered: Vec<Waker>,
+    /// Futures waiting on history this replay has not received (a step not recorded yet,
+    /// or not finished): woken when a later task of a kept run brings more.
+    parked: Vec<Waker>,
+    /// The positions whose step this run asked the engine for (a command).
+    started: HashSet<i32>,
+    /// The input the workflow continues as new with, once it asked to
+    /// ([`WorkflowContext::continue_as_new`]).
+    continued: Option<Value>,
     now: DateTime<Utc>,
     job_id: uuid::Uuid,
     idempotency_key: String,
@@ -376,6 +384,36 @@ impl WorkflowContext {
         replay.patch_answers.insert(id.to_owned(), true);
     }
 
+    /// Continues the workflow as new: `return ctx.continue_as_new(&next_input);` ends this
+    /// run and starts the workflow again under the same job, with `input` and an empty
+    /// history. The job keeps its id, its key and its signals (those not taken yet are
+    /// delivered to the new run); its status stays `running`. Use it to keep a workflow
+    /// that runs for ever (a loop, an entity fed by signals) to a bounded history: each
+    /// run's tasks cost what that run recorded, not what the job did since it began.
+    ///
+    /// What the ending run left open is left behind: its activities are closed (code
+    /// `continued_as_new`), its unfired timers dropped, and children it started run on
+    /// without the new run seeing their outcome. A job whose cancel was requested ends
+    /// `cancelled` instead of continuing.
+    ///
+    /// The returned error is the signal to the engine: return it as it is. An `input`
+    /// that does not serialize is an error with code `invalid_input`.
+    pub fn continue_as_new<O>(&self, input: impl Serialize) -> Result<O, WorkflowError> {
+        match serde_json::to_value(input) {
+            Ok(input) => {
+                self.replay.borrow_mut().continued = Some(input);
+                Err(WorkflowError::with_code(
+                    CONTINUED_AS_NEW,
+                    "the workflow continued as new",
+                ))
+            }
+            Err(e) => Err(WorkflowError::with_code(
+                "invalid_input",
+                format!("the input to continue as new with does not serialize: {e}"),
+            )),
+        }
+    }
+
     /// The place in the arrival order a step created now is born at.
     fn born(&self) -> i64 {
         self.replay.borrow().delivered_up_to
@@ -534,6 +572,13 @@ impl WorkflowContext {
     fn emit(&self, command: WorkflowCommand) {
         self.replay.borrow_mut().commands.push(command);
     }
+
+    /// Pending until the run receives more history: `cx` is woken when a later task of a
+    /// kept run (sticky execution) brings it.
+    fn park<T>(&self, cx: &Context<'_>) -> Poll<T> {
+        self.replay.borrow_mut().parked.push(cx.waker().clone());
+        Poll::Pending
+    }
 }
 
 /// An activity call from a workflow; set its providers and options, then `.await` it.
@@ -679,7 +724,7 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                             message: error.message,
                         }))
                     }
-                    _ => Poll::Pending,
+                    _ => ctx.park(cx),
                 }
             }
             Some(JournalEntry::Activity {
@@ -736,7 +781,7 @@ impl<O: DeserializeOwned> Future for ActivityFuture<O> {
                         options: Some(call.options.clone().into()),
                     });
                 }
-                Poll::Pending
+                ctx.park(cx)
             }
         }
     }
@@ -830,7 +875,7 @@ impl<O: DeserializeOwned> Future for ChildWorkflowFuture<O> {
                     task_queue: call.task_queue.clone(),
                 });
             }
-            return Poll::Pending;
+            return ctx.park(cx);
         };
         let JournalEntry::Child {
             workflow,
@@ -913,7 +958,7 @@ impl<O: DeserializeOwned> Future for ChildWorkflowFuture<O> {
                     "the child workflow was cancelled",
                 )))
             }
-            JobStatus::Queued | JobStatus::Running => Poll::Pending,
+            JobStatus::Queued | JobStatus::Running => ctx.park(cx),
         }
     }
 }
@@ -952,7 +997,7 @@ impl Future for Sleep {
                         this.ctx.advance_clock(Some(at));
                         Poll::Ready(Ok(()))
                     }
-                    None => Poll::Pending,
+                    None => this.ctx.park(cx),
                 }
             }
             Some(other) => {
@@ -973,18 +1018,15 @@ impl Future for Sleep {
                     Cancellation::Waits => return Poll::Pending,
                     Cancellation::Proceeds => {}
                 }
-                // Emitted at most once per replay: a future is polled again only if it is
-                // awaited again, and a new sleep takes a new position.
-                let already = this.ctx.replay.borrow().commands.iter().any(
-                    |c| matches!(c, WorkflowCommand::StartTimer { seq, .. } if *seq == this.seq),
-                );
-                if !already {
+                // Asked for once per run, however often the future is polled.
+                let first = this.ctx.replay.borrow_mut().started.insert(this.seq);
+                if first {
                     this.ctx.emit(WorkflowCommand::StartTimer {
                         seq: this.seq,
                         duration_ms: this.duration.as_millis() as u64,
                     });
                 }
-                Poll::Pending
+                this.ctx.park(cx)
             }
         }
     }
@@ -1115,98 +1157,252 @@ where
     })
 }
 
-/// Replays a workflow once against its task's journal and returns the commands.
-pub(crate) fn replay(workflow: &WorkflowFn, task: &WorkflowTask) -> Vec<WorkflowCommand> {
-    let state = Rc::new(RefCell::new(Replay {
-        journal: task.journal.iter().map(|e| (e.seq(), e.clone())).collect(),
-        signals: task.signals.clone(),
-        taken: HashSet::new(),
-        next_seq: 0,
-        commands: Vec::new(),
-        nondeterminism: None,
-        delivered_up_to: 0,
-        undelivered: Vec::new(),
-        now: task.created_at,
-        job_id: task.job_id,
-        idempotency_key: task.idempotency_key.clone(),
-        cancel: task.cancel,
-        compensation_ms: task.compensation_ms.unwrap_or(0),
-        patches: task.patches.iter().cloned().collect(),
-        patch_answers: HashMap::new(),
-        last_recorded: task
-            .journal
-            .iter()
-            .map(JournalEntry::seq)
-            .chain(task.signals.iter().filter_map(|s| s.consumed_by))
-            .max(),
-    }));
-    let ctx = WorkflowContext {
-        replay: state.clone(),
-    };
-    // The places in the arrival order of the recorded outcomes, in order.
-    let mut arrivals: Vec<i64> = task
-        .journal
-        .iter()
-        .filter_map(JournalEntry::arrival)
-        .chain(task.signals.iter().filter_map(|s| s.arrival))
-        .chain(task.cancel.map(|c| c.arrival))
-        .collect();
-    arrivals.sort_unstable();
-    arrivals.dedup();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut running = workflow(ctx, task.input.clone());
-        let mut cx = Context::from_waker(Waker::noop());
-        // Every step resolves from the journal or not at all: a poll runs the workflow as
-        // far as the outcomes delivered so far allow. Then the next outcome to have
-        // arrived is delivered, and the futures waiting on one are woken and polled.
-        let mut polled = running.as_mut().poll(&mut cx);
-        for arrival in arrivals {
-            if polled.is_ready() || state.borrow().nondeterminism.is_some() {
-                break;
+/// A workflow run being replayed: its state and its suspended code. A worker may keep it
+/// between tasks (sticky execution) and hand it only the new part of the history.
+pub(crate) struct Run {
+    state: Rc<RefCell<Replay>>,
+    running: BoxedRun,
+    /// Places in the arrival order received and not delivered yet, in order.
+    arrivals: BTreeSet<i64>,
+    /// The highest place in the arrival order received: the run has seen every outcome
+    /// up to it.
+    horizon: i64,
+    /// The workflow.
+    workflow: String,
+    /// The job version the next task reads if this task's commands apply.
+    next_version: i64,
+    /// The run ended (returned, continued as new, panicked or diverged): not kept.
+    ended: bool,
+    /// The workflow panicked as it was called.
+    panicked: Option<String>,
+}
+
+/// What a task's replay decided.
+pub(crate) struct Decided {
+    /// The commands, in order.
+    pub commands: Vec<WorkflowCommand>,
+    /// Whether the run goes on (it may be kept for the job's next task).
+    pub goes_on: bool,
+    /// The highest place in the arrival order the run has seen.
+    pub horizon: i64,
+}
+
+impl Run {
+    /// Starts replaying `task`'s run from its first position (the task must carry its
+    /// whole history).
+    pub(crate) fn start(workflow: &WorkflowFn, task: &WorkflowTask) -> Run {
+        let state = Rc::new(RefCell::new(Replay {
+            journal: HashMap::new(),
+            signals: Vec::new(),
+            taken: HashSet::new(),
+            next_seq: task.first_seq,
+            commands: Vec::new(),
+            nondeterminism: None,
+            delivered_up_to: 0,
+            undelivered: Vec::new(),
+            parked: Vec::new(),
+            started: HashSet::new(),
+            continued: None,
+            now: task.created_at,
+            job_id: task.job_id,
+            idempotency_key: task.idempotency_key.clone(),
+            cancel: None,
+            compensation_ms: task.compensation_ms.unwrap_or(0),
+            patches: HashSet::new(),
+            patch_answers: HashMap::new(),
+            last_recorded: None,
+        }));
+        let ctx = WorkflowContext {
+            replay: state.clone(),
+        };
+        let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            workflow(ctx, task.input.clone())
+        }));
+        let (running, panicked): (BoxedRun, Option<String>) = match created {
+            Ok(running) => (running, None),
+            Err(panic) => (Box::pin(std::future::pending()), Some(panic_message(panic))),
+        };
+        Run {
+            state,
+            running,
+            arrivals: BTreeSet::new(),
+            horizon: 0,
+            workflow: task.workflow.clone(),
+            next_version: task.read_version,
+            ended: false,
+            panicked,
+        }
+    }
+
+    /// Whether this kept run can take `task`, which carries only what arrived after
+    /// `since` (sticky execution): same workflow, same place in the history, and the job
+    /// has not moved since this run's last task.
+    pub(crate) fn continues(&self, task: &WorkflowTask, since: i64) -> bool {
+        !self.ended
+            && self.workflow == task.workflow
+            && self.horizon == since
+            && self.next_version == task.read_version
+    }
+
+    /// Takes what `task` brings (all of the history, or its new part for a kept run),
+    /// runs the workflow as far as it allows, and returns the commands.
+    pub(crate) fn advance(&mut self, task: &WorkflowTask) -> Decided {
+        if let Some(message) = self.panicked.clone() {
+            self.ended = true;
+            return self.decided(vec![WorkflowCommand::FailTask {
+                error: ErrorInfo::new(PANICKED, message),
+            }]);
+        }
+        self.absorb(task);
+        let state = self.state.clone();
+        let running = &mut self.running;
+        let arrivals = &mut self.arrivals;
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut cx = Context::from_waker(Waker::noop());
+            // Every step resolves from the history or not at all: a poll runs the
+            // workflow as far as the outcomes delivered so far allow. Then the next
+            // outcome to have arrived is delivered, and the futures waiting on one are
+            // woken and polled.
+            let mut polled = running.as_mut().poll(&mut cx);
+            while let Some(arrival) = arrivals.first().copied() {
+                if polled.is_ready() || state.borrow().nondeterminism.is_some() {
+                    break;
+                }
+                arrivals.remove(&arrival);
+                let waiting = {
+                    let mut replay = state.borrow_mut();
+                    replay.delivered_up_to = arrival;
+                    std::mem::take(&mut replay.undelivered)
+                };
+                waiting.into_iter().for_each(Waker::wake);
+                polled = running.as_mut().poll(&mut cx);
             }
-            let waiting = {
-                let mut replay = state.borrow_mut();
-                replay.delivered_up_to = arrival;
-                std::mem::take(&mut replay.undelivered)
-            };
-            waiting.into_iter().for_each(Waker::wake);
-            polled = running.as_mut().poll(&mut cx);
+            polled
+        }));
+        let mut replay = self.state.borrow_mut();
+        let mut commands = std::mem::take(&mut replay.commands);
+        self.next_version = task.read_version + 1;
+        if let Some(message) = &replay.nondeterminism {
+            self.ended = true;
+            return self.decided(vec![WorkflowCommand::FailTask {
+                error: ErrorInfo::new("nondeterminism", message.clone()),
+            }]);
         }
-        polled
-    }));
-    let replay = state.borrow();
-    if let Some(message) = &replay.nondeterminism {
-        return vec![WorkflowCommand::FailTask {
-            error: ErrorInfo::new("nondeterminism", message.clone()),
-        }];
-    }
-    let mut commands = replay.commands.clone();
-    // The bound the code declared last, if the engine does not have it yet: first, so that
-    // it is recorded before anything the task's other commands start.
-    if replay.compensation_ms != task.compensation_ms.unwrap_or(0) {
-        commands.insert(
-            0,
-            WorkflowCommand::DeclareCompensation {
-                within_ms: replay.compensation_ms,
-            },
-        );
-    }
-    match outcome {
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic without a message".into());
-            return vec![WorkflowCommand::FailTask {
-                error: ErrorInfo::new("workflow_panicked", message),
-            }];
+        // The bound the code declared last, if the engine does not have it yet: first, so
+        // that it is recorded before anything the task's other commands start.
+        if replay.compensation_ms != task.compensation_ms.unwrap_or(0) {
+            commands.insert(
+                0,
+                WorkflowCommand::DeclareCompensation {
+                    within_ms: replay.compensation_ms,
+                },
+            );
         }
-        Ok(Poll::Ready(Ok(result))) => commands.push(WorkflowCommand::CompleteJob { result }),
-        Ok(Poll::Ready(Err(error))) => commands.push(WorkflowCommand::FailJob {
-            error: ErrorInfo::new(&error.code, error.message),
-        }),
-        Ok(Poll::Pending) => {}
+        let returned = match outcome {
+            Err(panic) => {
+                self.ended = true;
+                return self.decided(vec![WorkflowCommand::FailTask {
+                    error: ErrorInfo::new(PANICKED, panic_message(panic)),
+                }]);
+            }
+            Ok(Poll::Pending) => None,
+            Ok(Poll::Ready(returned)) => Some(returned),
+        };
+        let returns = returned.is_some();
+        match returned {
+            None => {}
+            Some(Err(error)) if error.code == CONTINUED_AS_NEW && replay.continued.is_some() => {
+                let input = replay.continued.take().unwrap_or(Value::Null);
+                // Past every position this run took (and past its first, even if it took
+                // none).
+                let first_seq = replay.next_seq.max(task.first_seq + 1);
+                commands.push(WorkflowCommand::ContinueAsNew { input, first_seq });
+            }
+            Some(Ok(result)) => commands.push(WorkflowCommand::CompleteJob { result }),
+            Some(Err(error)) => commands.push(WorkflowCommand::FailJob {
+                error: ErrorInfo::new(&error.code, error.message),
+            }),
+        }
+        self.ended |= returns;
+        // What this task asks for is recorded once it applies: a later task of this run
+        // is inside that history (as a replay of the whole of it would be).
+        let asked = commands.iter().filter_map(command_position).max();
+        replay.last_recorded = replay.last_recorded.max(asked);
+        drop(replay);
+        self.decided(commands)
     }
-    commands
+
+    fn decided(&self, commands: Vec<WorkflowCommand>) -> Decided {
+        Decided {
+            commands,
+            goes_on: !self.ended,
+            horizon: self.horizon,
+        }
+    }
+
+    /// Merges what `task` brings into the run's history, and wakes the futures waiting
+    /// for more of it.
+    fn absorb(&mut self, task: &WorkflowTask) {
+        let mut guard = self.state.borrow_mut();
+        let replay = &mut *guard;
+        let mut arrived = Vec::new();
+        for entry in &task.journal {
+            arrived.extend(entry.arrival());
+            replay.last_recorded = replay.last_recorded.max(Some(entry.seq()));
+            replay.journal.insert(entry.seq(), entry.clone());
+        }
+        for signal in &task.signals {
+            arrived.extend(signal.arrival);
+            replay.last_recorded = replay.last_recorded.max(signal.consumed_by);
+            match replay.signals.iter_mut().find(|s| s.seq == signal.seq) {
+                Some(known) => *known = signal.clone(),
+                None => replay.signals.push(signal.clone()),
+            }
+        }
+        replay.signals.sort_by_key(|s| s.seq);
+        if let Some(cancel) = task.cancel {
+            arrived.push(cancel.arrival);
+            replay.cancel = Some(cancel);
+        }
+        replay.patches.extend(task.patches.iter().cloned());
+        for arrival in arrived {
+            self.horizon = self.horizon.max(arrival);
+            // Outcomes numbered before arrivals were (0) are delivered from the start.
+            if arrival > replay.delivered_up_to {
+                self.arrivals.insert(arrival);
+            }
+        }
+        let waiting: Vec<Waker> = replay
+            .parked
+            .drain(..)
+            .chain(replay.undelivered.drain(..))
+            .collect();
+        drop(guard);
+        waiting.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// The position a command takes, if it takes one.
+fn command_position(command: &WorkflowCommand) -> Option<i32> {
+    match command {
+        WorkflowCommand::ScheduleActivity { seq, .. }
+        | WorkflowCommand::StartTimer { seq, .. }
+        | WorkflowCommand::ConsumeSignal { seq, .. }
+        | WorkflowCommand::StartChild { seq, .. } => Some(*seq),
+        _ => None,
+    }
+}
+
+/// The error code of a workflow that panicked.
+const PANICKED: &str = "workflow_panicked";
+
+/// The error code [`WorkflowContext::continue_as_new`] returns with.
+const CONTINUED_AS_NEW: &str = "continued_as_new";
+
+fn panic_message(panic: Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }

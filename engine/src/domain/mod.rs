@@ -22,6 +22,7 @@ mod commit;
 mod compensation;
 mod contracts;
 mod dispatch;
+mod history;
 mod inflight;
 mod intervene;
 mod policy;

@@ -10,8 +10,7 @@ use super::{actor, retry_transient, Engine, Events};
 use crate::error::EngineError;
 use crate::model::{event, JobKind, Scope, SignalView};
 use crate::request::SignalRequest;
-use crate::store::{Arrival, NewSignal, SignalRow, StoreTx};
-use onceflow_protocol::workflow::RecordedSignal;
+use crate::store::{Arrival, NewSignal, SignalRow};
 
 /// How a signal was taken.
 #[derive(Debug, Clone)]
@@ -121,25 +120,4 @@ fn replay_of(
         signal: seen.view(job_id),
         replayed: true,
     })
-}
-
-/// A job's signals as its workflow task carries them.
-pub(crate) async fn recorded_signals(
-    tx: &mut dyn StoreTx,
-    owner: &str,
-    job_id: Uuid,
-) -> Result<Vec<RecordedSignal>, EngineError> {
-    Ok(tx
-        .signals_of_job(owner, job_id)
-        .await?
-        .into_iter()
-        .map(|s| RecordedSignal {
-            seq: s.seq,
-            name: s.name,
-            payload: s.payload,
-            received_at: s.received_at,
-            arrival: s.arrival,
-            consumed_by: s.consumed_by,
-        })
-        .collect())
 }

@@ -2,23 +2,22 @@
 //! commands it answers with (applied in one transaction under the workflow-task CAS), and
 //! durable timers. Workflow code runs in workers, never here.
 
-use std::collections::HashMap;
-
 use serde_json::json;
 use uuid::Uuid;
 
-use super::children::{journal_entry, StartChild};
+use super::children::StartChild;
+use super::history::{history, recorded_at, workflow_task};
 use super::intervene::close_open_activities;
-use super::signals::recorded_signals;
 use super::{actor, compensation, retry_transient, Engine, Events};
 use crate::error::EngineError;
-use crate::model::{event, ActivityStatus, ErrorInfo, JobKind, JobStatus, Scope};
+use crate::model::{event, ErrorInfo, JobKind, JobStatus, Scope};
 use crate::request::{canonical_json, JobRequest, JobTarget};
+use crate::store::WorkflowClaimFilter;
 use crate::store::{Arrival, JobClosing, JobResultCommit};
-use crate::store::{JobRow, NewActivity, NewAttempt, StoreTx, WorkflowClaimFilter};
+use crate::store::{ClaimedWorkflowTask, JobRow, NewActivity, NewAttempt, StoreTx};
 use crate::ClaimRequest;
 use onceflow_protocol::workflow::{
-    CancelRequest, CompleteWorkflowTaskRequest, JournalEntry, Task, WorkflowCommand, WorkflowTask,
+    CompleteWorkflowTaskRequest, JournalEntry, Task, WorkflowCommand, WorkflowTask,
 };
 
 /// How a workflow-task completion was taken.
@@ -85,45 +84,27 @@ impl Engine {
         filter: &WorkflowClaimFilter,
     ) -> Result<Vec<WorkflowTask>, EngineError> {
         let mut tx = self.begin().await?;
-        let jobs = tx.claim_workflow_tasks(filter).await?;
-        let mut tasks = Vec::with_capacity(jobs.len());
+        let claimed = tx.claim_workflow_tasks(filter).await?;
+        let mut tasks = Vec::with_capacity(claimed.len());
         let mut all_events = Vec::new();
-        for job in jobs {
+        for ClaimedWorkflowTask { job, run } in claimed {
             let Some(lease_token) = job.wf_lease_token else {
                 continue;
             };
-            let journal = journal(tx.as_mut(), &job).await?;
-            let signals = recorded_signals(tx.as_mut(), &job.owner_id, job.id).await?;
-            let patches = tx.patches_of_job(&job.owner_id, job.id).await?;
+            let history = history(tx.as_mut(), &job, &run).await?;
             let mut events = Events::for_job(&job.owner_id, job.id);
             events.push(
                 event::WORKFLOW_TASK_STARTED,
                 None,
                 &actor::worker(&filter.worker_id),
-                json!({ "version": job.version, "journal_len": journal.len() }),
+                json!({
+                    "version": job.version,
+                    "journal_len": history.journal.len(),
+                    "since_arrival": run.since_arrival,
+                }),
             );
             all_events.extend(events.pending);
-            tasks.push(WorkflowTask {
-                kind: "workflow".to_owned(),
-                job_id: job.id,
-                owner: job.owner_id.clone(),
-                workflow: job.workflow.clone().unwrap_or_default(),
-                input: job.input.clone(),
-                idempotency_key: job.id.to_string(),
-                created_at: job.created_at,
-                lease_token,
-                read_version: job.version,
-                journal,
-                signals,
-                cancel: job.wf_cancel_requested_at.zip(job.wf_cancel_arrival).map(
-                    |(requested_at, arrival)| CancelRequest {
-                        arrival,
-                        requested_at,
-                    },
-                ),
-                compensation_ms: job.wf_compensation_ms.map(|ms| ms as u64),
-                patches,
-            });
+            tasks.push(workflow_task(&job, &run, lease_token, history));
         }
         tx.append_events(&all_events).await?;
         self.metrics
@@ -192,7 +173,13 @@ impl Engine {
         }
         // The workflow-task CAS: one task per job version applies.
         if !tx
-            .complete_workflow_task(owner, job_id, request.lease_token, request.read_version)
+            .complete_workflow_task(
+                owner,
+                job_id,
+                request.lease_token,
+                request.read_version,
+                request.sticky_horizon,
+            )
             .await?
         {
             return Ok(WorkflowTaskOutcome::Stale);
@@ -205,9 +192,11 @@ impl Engine {
             actor::ENGINE,
             json!({ "commands": request.commands.len() }),
         );
-        let recorded = journal(tx.as_mut(), &job).await?;
+        let seqs: Vec<i32> = request.commands.iter().filter_map(position).collect();
+        let recorded = recorded_at(tx.as_mut(), &job, &seqs).await?;
         for (i, command) in request.commands.iter().enumerate() {
-            let unstorable = unstorable_command(i, command);
+            let unstorable =
+                unstorable_command(i, command).or_else(|| misplaced_continue(i, &request.commands));
             let parked = match unstorable {
                 Some(error) => Some(error),
                 None => {
@@ -416,6 +405,17 @@ impl Engine {
                     );
                 }
             }
+            WorkflowCommand::ContinueAsNew { input, .. }
+                if job.wf_cancel_requested_at.is_some() =>
+            {
+                // A cancelled workflow that continues as new has compensated: its job ends.
+                if compensation::end(tx, events, job, version, Ok(input)).await? {
+                    self.job_closed(tx, job, JobStatus::Cancelled).await?;
+                }
+            }
+            WorkflowCommand::ContinueAsNew { input, first_seq } => {
+                return continue_as_new(tx, events, job, version, input, *first_seq).await;
+            }
             WorkflowCommand::CompleteJob { result } if job.wf_cancel_requested_at.is_some() => {
                 if compensation::end(tx, events, job, version, Ok(result)).await? {
                     self.job_closed(tx, job, JobStatus::Cancelled).await?;
@@ -593,6 +593,98 @@ impl Engine {
     }
 }
 
+/// Starts `job`'s next run from position `first_seq` with `input`: the open activities of
+/// the run that ends are closed, its unfired timers dropped, and the job is ready for the
+/// new run's first task. `Some(error)` parks the workflow (a run must start past the
+/// current one's first position).
+async fn continue_as_new(
+    tx: &mut dyn StoreTx,
+    events: &mut Events,
+    job: &JobRow,
+    version: i64,
+    input: &serde_json::Value,
+    first_seq: i32,
+) -> Result<Option<ErrorInfo>, EngineError> {
+    let owner = job.owner_id.as_str();
+    let run = tx
+        .workflow_run(owner, job.id)
+        .await?
+        .ok_or(EngineError::NotFound)?;
+    if first_seq <= run.first_seq {
+        return Ok(Some(ErrorInfo::new(
+            "invalid_request",
+            format!(
+                "commands: a run continued as new starts past the current run's first position {}, not at {first_seq}",
+                run.first_seq
+            ),
+        )));
+    }
+    if !tx
+        .continue_as_new(owner, job.id, version, first_seq, input)
+        .await?
+    {
+        return Ok(None);
+    }
+    let error = ErrorInfo::new(
+        "continued_as_new",
+        "the workflow continued as new before this activity finished",
+    );
+    close_open_activities(
+        tx,
+        events,
+        owner,
+        job.id,
+        &error,
+        actor::ENGINE,
+        actor::ENGINE,
+        "workflow continued as new",
+    )
+    .await?;
+    tx.drop_timers_before(owner, job.id, first_seq).await?;
+    tx.notify_work(&job.task_queue).await?;
+    events.push(
+        event::WORKFLOW_CONTINUED_AS_NEW,
+        None,
+        actor::ENGINE,
+        json!({ "run": run.run + 1, "first_seq": first_seq }),
+    );
+    Ok(None)
+}
+
+/// The position a command takes, if it takes one.
+fn position(command: &WorkflowCommand) -> Option<i32> {
+    match command {
+        WorkflowCommand::ScheduleActivity { seq, .. }
+        | WorkflowCommand::StartTimer { seq, .. }
+        | WorkflowCommand::ConsumeSignal { seq, .. }
+        | WorkflowCommand::StartChild { seq, .. } => Some(*seq),
+        _ => None,
+    }
+}
+
+/// A `continue_as_new` command must be the task's last, and its run must start past every
+/// position the task's other commands take: else the workflow is parked, visibly.
+fn misplaced_continue(i: usize, commands: &[WorkflowCommand]) -> Option<ErrorInfo> {
+    let WorkflowCommand::ContinueAsNew { first_seq, .. } = &commands[i] else {
+        return None;
+    };
+    if i + 1 != commands.len() {
+        return Some(ErrorInfo::new(
+            "invalid_request",
+            format!("commands[{i}]: continue_as_new must be the task's last command"),
+        ));
+    }
+    let highest = commands.iter().filter_map(position).max()?;
+    (highest >= *first_seq).then(|| {
+        ErrorInfo::new(
+            "invalid_request",
+            format!(
+                "commands[{i}]: the new run's first position {first_seq} is not past position {highest}, which this task takes"
+            ),
+        )
+    })
+}
+
 /// Records patch marker `id` for `job` (a marker takes no position, so patches never
 /// shift a step); a marker the job has is left as it is. An id outside 1 to 200
 /// characters parks the workflow, visibly: the same replay would send it again.
@@ -652,60 +744,6 @@ fn shown(value: &serde_json::Value) -> String {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text,
     }
-}
-
-/// What a workflow job did so far, by position.
-pub(crate) async fn journal(
-    tx: &mut dyn StoreTx,
-    job: &JobRow,
-) -> Result<Vec<JournalEntry>, EngineError> {
-    let arrivals: HashMap<i32, i64> = tx
-        .activity_arrivals_of_job(&job.owner_id, job.id)
-        .await?
-        .into_iter()
-        .collect();
-    let mut entries: Vec<JournalEntry> = tx
-        .activities_of_job(&job.owner_id, job.id)
-        .await?
-        .into_iter()
-        .map(|a| JournalEntry::Activity {
-            seq: a.seq,
-            name: a.name,
-            input: a.input,
-            status: a.status,
-            result: if a.status == ActivityStatus::Succeeded {
-                a.result
-            } else {
-                None
-            },
-            error: if a.status == ActivityStatus::Failed || a.status == ActivityStatus::Cancelled {
-                a.error
-            } else {
-                None
-            },
-            finished_at: a.finished_at,
-            arrival: arrivals.get(&a.seq).copied(),
-        })
-        .collect();
-    entries.extend(
-        tx.timers_of_job(&job.owner_id, job.id)
-            .await?
-            .into_iter()
-            .map(|t| JournalEntry::Timer {
-                seq: t.seq,
-                fire_at: t.fire_at,
-                fired_at: t.fired_at,
-                arrival: t.arrival,
-            }),
-    );
-    entries.extend(
-        tx.children_of_job(&job.owner_id, job.id)
-            .await?
-            .into_iter()
-            .filter_map(|child| journal_entry(job.id, child)),
-    );
-    entries.sort_by_key(JournalEntry::seq);
-    Ok(entries)
 }
 
 /// A command that no store can hold as sent (U+0000 in an input, a result or an error)

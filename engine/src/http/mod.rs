@@ -125,6 +125,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(worker::complete))
         .routes(routes!(worker::complete_many))
         .routes(routes!(worker::complete_workflow_task))
+        .routes(routes!(worker::workflow_history))
         .routes(routes!(worker::register_contract))
         .routes(routes!(worker::record_certification))
         .routes(routes!(operator::stuck_attempts))

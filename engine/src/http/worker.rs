@@ -19,7 +19,8 @@ use crate::error::EngineError;
 use crate::model::{Certification, CompletionOutcome, Scope};
 use crate::{ClaimRequest, Completion, CompletionBody};
 use onceflow_protocol::workflow::{
-    CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task,
+    CompleteWorkflowTaskRequest, CompleteWorkflowTaskResponse, Task, WorkflowHistoryRequest,
+    WorkflowTask,
 };
 
 fn worker_scope(caller: &Caller) -> ApiResult<Scope> {
@@ -138,6 +139,27 @@ pub async fn complete_workflow_task(
     Ok(Json(CompleteWorkflowTaskResponse {
         outcome: outcome.as_str().to_owned(),
     }))
+}
+
+/// The whole history of a workflow task handed out with only its new part (sticky
+/// execution), for a worker that does not hold the workflow's state (format:
+/// docs/workflows.md).
+#[utoipa::path(post, path = "/v1/worker/workflow-tasks/{job_id}/history", tag = "worker",
+    params(("job_id" = uuid::Uuid, Path)), request_body = WorkflowHistoryRequest,
+    responses((status = 200, body = WorkflowTask), (status = 400, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, description = "lease_lost", body = ErrorBody)))]
+pub async fn workflow_history(
+    State(state): State<AppState>,
+    caller: As<WorkerRole>,
+    Path(job_id): Path<String>,
+    AnswerBody(body): AnswerBody<WorkflowHistoryRequest>,
+) -> ApiResult<Json<WorkflowTask>> {
+    let scope = worker_scope(&caller)?;
+    let task = state
+        .engine
+        .workflow_history(&scope, path_id(&job_id)?, body.lease_token)
+        .await?;
+    Ok(Json(task))
 }
 
 /// Renew the lease; learn whether the attempt was cancelled.

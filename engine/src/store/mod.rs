@@ -614,20 +614,125 @@ pub trait StoreTx: Send {
 
     /// Hands out up to `filter.limit` workflow tasks (ready and unleased, or with an
     /// expired lease), each with a fresh lease token. Locks their jobs without waiting.
+    ///
+    /// A task goes out with only the new part of its history
+    /// ([`WorkflowRun::since_arrival`]) when the claiming worker is the one that completed
+    /// the job's previous task keeping its state, and the job has not moved since.
     async fn claim_workflow_tasks(
         &mut self,
         filter: &WorkflowClaimFilter,
-    ) -> StoreResult<Vec<JobRow>>;
+    ) -> StoreResult<Vec<ClaimedWorkflowTask>>;
 
     /// Workflow-task CAS: ends the task held by `token` if the job's version is still
-    /// `read_version` (moving it); `false` for a stale or duplicated task.
+    /// `read_version` (moving it); `false` for a stale or duplicated task. With
+    /// `sticky_horizon` the task's worker keeps the workflow's state, having seen the
+    /// outcomes up to that place in the arrival order (see [`WorkflowRun::since_arrival`]);
+    /// without, the next task carries the whole history.
     async fn complete_workflow_task(
         &mut self,
         owner: &str,
         job_id: Uuid,
         token: Uuid,
         read_version: i64,
+        sticky_horizon: Option<i64>,
     ) -> StoreResult<bool>;
+
+    /// A workflow job's current run (never with `since_arrival`).
+    async fn workflow_run(&mut self, owner: &str, job_id: Uuid)
+        -> StoreResult<Option<WorkflowRun>>;
+
+    /// The activities of a workflow job's run (positions from `first_seq`) by position,
+    /// each with its outcome's number in the arrival order.
+    async fn journal_activities(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<Vec<(ActivityRow, Option<i64>)>>;
+
+    /// The activities of a workflow job's run whose outcome arrived after place `since`
+    /// in the arrival order, in that order: read by arrival, whatever the history's
+    /// length.
+    async fn activities_arrived_since(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+        since: i64,
+    ) -> StoreResult<Vec<(ActivityRow, Option<i64>)>>;
+
+    /// A job's activities at positions `seqs`, with their arrival numbers.
+    async fn activities_at(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seqs: &[i32],
+    ) -> StoreResult<Vec<(ActivityRow, Option<i64>)>>;
+
+    /// The timers of a workflow job's run (positions from `first_seq`) by position.
+    async fn journal_timers(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<Vec<TimerRow>>;
+
+    /// The timers of a workflow job's run that fired after place `since` in the arrival
+    /// order.
+    async fn timers_arrived_since(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+        since: i64,
+    ) -> StoreResult<Vec<TimerRow>>;
+
+    /// A job's timers at positions `seqs`.
+    async fn timers_at(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seqs: &[i32],
+    ) -> StoreResult<Vec<TimerRow>>;
+
+    /// The signals a workflow job's run may see: untaken, or taken by a wait of the run
+    /// (position from `first_seq`), in the order they were recorded.
+    async fn journal_signals(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<Vec<SignalRow>>;
+
+    /// A job's signals that arrived after place `since` in its arrival order, in the
+    /// order they were recorded.
+    async fn signals_arrived_since(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        since: i64,
+    ) -> StoreResult<Vec<SignalRow>>;
+
+    /// Continue-as-new: starts the next run of an open workflow job at `version` (the
+    /// caller holds its row lock), from position `first_seq` (past the current run's)
+    /// with `input`, and makes it ready for a task. `false` (nothing changed) otherwise.
+    async fn continue_as_new(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+        first_seq: i32,
+        input: &Value,
+    ) -> StoreResult<bool>;
+
+    /// Drops a job's unfired timers at positions before `first_seq` (a run that
+    /// continued as new); how many.
+    async fn drop_timers_before(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<u64>;
 
     /// Marks a workflow job ready for its next task and wakes pollers; an open job also
     /// gives `arrived` the next number in its arrival order (once: an outcome that has a
@@ -642,6 +747,15 @@ pub trait StoreTx: Send {
     /// A workflow job's children (the jobs it started, `parent_job_id` = `parent`) by
     /// position, each with its outcome's number in the parent's arrival order.
     async fn children_of_job(&mut self, owner: &str, parent: Uuid) -> StoreResult<Vec<ChildRow>>;
+
+    /// A workflow job's children at positions `seqs` (by their keys
+    /// `{parent}:child:{seq}`), each with its outcome's number in the parent's arrival order.
+    async fn children_at(
+        &mut self,
+        owner: &str,
+        parent: Uuid,
+        seqs: &[i32],
+    ) -> StoreResult<Vec<ChildRow>>;
     /// Records the compensation bound a workflow declared (`None`: none) on an open job,
     /// under its workflow task's CAS; `false` for a closed job.
     async fn declare_compensation(
@@ -686,14 +800,6 @@ pub trait StoreTx: Send {
     /// `(owner, job id)`.
     async fn lock_due_compensations(&mut self, limit: i64) -> StoreResult<Vec<(String, Uuid)>>;
 
-    /// The arrival numbers of a job's activities whose outcome arrived: `(seq, arrival)`
-    /// by position.
-    async fn activity_arrivals_of_job(
-        &mut self,
-        owner: &str,
-        job_id: Uuid,
-    ) -> StoreResult<Vec<(i32, i64)>>;
-
     /// Parks a workflow job with a visible error: no more workflow tasks.
     async fn park_workflow(
         &mut self,
@@ -710,9 +816,6 @@ pub trait StoreTx: Send {
         seq: i32,
         delay_ms: u64,
     ) -> StoreResult<bool>;
-
-    /// A job's timers by position.
-    async fn timers_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<TimerRow>>;
 
     /// Records a signal as its job's next (the caller holds the job's row lock) unless the
     /// job already has a signal under its key (invariant 9); `None` when it had.

@@ -71,6 +71,34 @@ pub struct JobRow {
     pub parent_job_id: Option<Uuid>,
 }
 
+/// A workflow job's current run, and which part of its history a task of it carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowRun {
+    /// The run's number: 1, then one more per continue-as-new.
+    pub run: i32,
+    /// The run's first position; its journal is the positions from here on.
+    pub first_seq: i32,
+    /// The input the workflow continued as new with; `None` for the first run (the job's
+    /// input).
+    pub input: Option<Value>,
+    /// When the run started; `None` for the first run (the job's creation).
+    pub started_at: Option<DateTime<Utc>>,
+    /// Sticky execution: set when the task goes to the worker that keeps the job's
+    /// replayed state at the job's current version, with the place in the arrival order
+    /// that state has seen; the task then carries only what arrived after it.
+    pub since_arrival: Option<i64>,
+}
+
+/// A workflow task handed out by [`StoreTx::claim_workflow_tasks`](super::StoreTx::claim_workflow_tasks):
+/// the job, leased, and its run.
+#[derive(Debug, Clone)]
+pub struct ClaimedWorkflowTask {
+    /// The job, with the task's lease.
+    pub job: JobRow,
+    /// Its current run.
+    pub run: WorkflowRun,
+}
+
 /// A child job of a workflow, as [`StoreTx::children_of_job`](super::StoreTx::children_of_job)
 /// returns it.
 #[derive(Debug, Clone)]

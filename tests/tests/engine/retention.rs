@@ -159,7 +159,7 @@ rules! {
         for task in engine.claim_tasks(&Scope::AllOwners, &claim, &["order".to_owned()]).await.unwrap() {
             let Task::Workflow(task) = task else { continue };
             let commands = vec![WorkflowCommand::RecordPatch { id: "discount".into(), deprecated: false }];
-            engine.complete_workflow_task(&Scope::AllOwners, task.job_id, &CompleteWorkflowTaskRequest { lease_token: task.lease_token, read_version: task.read_version, commands }).await.unwrap();
+            engine.complete_workflow_task(&Scope::AllOwners, task.job_id, &CompleteWorkflowTaskRequest { lease_token: task.lease_token, read_version: task.read_version, commands, sticky_horizon: None }).await.unwrap();
         }
         assert_eq!(db.count("SELECT count(*) FROM workflow_patches").await, 2);
         engine.cancel_job(&owner(ALICE), pruned).await.unwrap();

@@ -205,6 +205,7 @@ async fn complete(
         lease_token: task.lease_token,
         read_version: task.read_version,
         commands,
+        sticky_horizon: None,
     };
     engine
         .complete_workflow_task(&Scope::AllOwners, task.job_id, &request)

@@ -105,6 +105,7 @@ async fn complete(engine: &Engine, task: &WorkflowTask, commands: Vec<WorkflowCo
         lease_token: task.lease_token,
         read_version: task.read_version,
         commands,
+        sticky_horizon: None,
     };
     assert_eq!(
         engine

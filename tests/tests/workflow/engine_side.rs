@@ -46,7 +46,7 @@ rules! {
         let t1 = workflow_task(&engine, "w").await.unwrap();
         engine.complete_workflow_task(&Scope::AllOwners, job.id, &CompleteWorkflowTaskRequest {
             lease_token: t1.lease_token, read_version: t1.read_version,
-            commands: vec![WorkflowCommand::StartTimer { seq: 0, duration_ms: 0 }] }).await.unwrap();
+            commands: vec![WorkflowCommand::StartTimer { seq: 0, duration_ms: 0 }], sticky_horizon: None }).await.unwrap();
         // No reaper pass: the timer fired with the task that started it.
         let t2 = workflow_task(&engine, "w").await.expect("the fired timer woke the workflow");
         assert!(matches!(t2.journal.as_slice(), [JournalEntry::Timer { seq: 0, fired_at: Some(_), arrival: Some(1), .. }]), "{:?}", t2.journal);
@@ -60,7 +60,7 @@ rules! {
         let job = engines[0].submit(ALICE, "k", &JobRequest::workflow("pipeline", json!({}))).await.unwrap().job;
         let task = workflow_task(&engines[0], "w1").await.expect("a workflow task");
         assert!(task.journal.is_empty());
-        let request = CompleteWorkflowTaskRequest { lease_token: task.lease_token, read_version: task.read_version, commands: vec![schedule(0, "fetch")] };
+        let request = CompleteWorkflowTaskRequest { lease_token: task.lease_token, read_version: task.read_version, commands: vec![schedule(0, "fetch")], sticky_horizon: None };
         let outcomes = join_all(engines.iter().map(|e| e.complete_workflow_task(&Scope::AllOwners, job.id, &request))).await;
         let applied = outcomes.iter().filter(|o| matches!(o, Ok(WorkflowTaskOutcome::Applied))).count();
         assert_eq!(applied, 1, "one of six identical completions applies: {outcomes:?}");
@@ -85,9 +85,9 @@ rules! {
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         assert_ne!(first.lease_token, second.lease_token);
-        let stale = CompleteWorkflowTaskRequest { lease_token: first.lease_token, read_version: first.read_version, commands: vec![schedule(0, "fetch")] };
+        let stale = CompleteWorkflowTaskRequest { lease_token: first.lease_token, read_version: first.read_version, commands: vec![schedule(0, "fetch")], sticky_horizon: None };
         assert_eq!(code_of(&engine.complete_workflow_task(&Scope::AllOwners, job.id, &stale).await), "lease_lost");
-        let fresh = CompleteWorkflowTaskRequest { lease_token: second.lease_token, read_version: second.read_version, commands: vec![schedule(0, "fetch")] };
+        let fresh = CompleteWorkflowTaskRequest { lease_token: second.lease_token, read_version: second.read_version, commands: vec![schedule(0, "fetch")], sticky_horizon: None };
         assert_eq!(engine.complete_workflow_task(&Scope::AllOwners, job.id, &fresh).await.unwrap(), WorkflowTaskOutcome::Applied);
         assert_eq!(engine.job(&Scope::AllOwners, job.id).await.unwrap().activities.len(), 1);
     }
@@ -97,13 +97,13 @@ rules! {
         let job = engine.submit(ALICE, "k", &JobRequest::workflow("pipeline", json!({}))).await.unwrap().job;
         let t1 = workflow_task(&engine, "w").await.unwrap();
         engine.complete_workflow_task(&Scope::AllOwners, job.id, &CompleteWorkflowTaskRequest {
-            lease_token: t1.lease_token, read_version: t1.read_version, commands: vec![schedule(0, "fetch")] }).await.unwrap();
+            lease_token: t1.lease_token, read_version: t1.read_version, commands: vec![schedule(0, "fetch")], sticky_horizon: None }).await.unwrap();
         // A replay that now asks for another activity at position 0 (a buggy SDK or a
         // changed workflow) is caught by the engine too.
         engine.cancel_attempt("ops", engine.job(&Scope::AllOwners, job.id).await.unwrap().activities[0].attempts[0].id, "make it final").await.unwrap();
         let t2 = workflow_task(&engine, "w").await.expect("the activity's end wakes the workflow");
         let outcome = engine.complete_workflow_task(&Scope::AllOwners, job.id, &CompleteWorkflowTaskRequest {
-            lease_token: t2.lease_token, read_version: t2.read_version, commands: vec![schedule(0, "other")] }).await.unwrap();
+            lease_token: t2.lease_token, read_version: t2.read_version, commands: vec![schedule(0, "other")], sticky_horizon: None }).await.unwrap();
         assert_eq!(outcome, WorkflowTaskOutcome::Applied);
         let view = engine.job(&Scope::AllOwners, job.id).await.unwrap();
         assert_eq!(view.error.as_ref().map(|e| e.code.as_str()), Some("nondeterminism"));
@@ -119,7 +119,7 @@ rules! {
         let t1 = workflow_task(&engine, "w").await.unwrap();
         engine.complete_workflow_task(&Scope::AllOwners, job.id, &CompleteWorkflowTaskRequest {
             lease_token: t1.lease_token, read_version: t1.read_version,
-            commands: vec![schedule(0, "fetch"), WorkflowCommand::StartTimer { seq: 1, duration_ms: 200 }, schedule(2, "store")] }).await.unwrap();
+            commands: vec![schedule(0, "fetch"), WorkflowCommand::StartTimer { seq: 1, duration_ms: 200 }, schedule(2, "store")], sticky_horizon: None }).await.unwrap();
         let attempt_of = |seq: i32| {
             let engine = &engine;
             async move {
@@ -148,7 +148,7 @@ rules! {
             let task = workflow_task(engine, "w").await.unwrap();
             engine.complete_workflow_task(&Scope::AllOwners, task.job_id, &CompleteWorkflowTaskRequest {
                 lease_token: task.lease_token, read_version: task.read_version,
-                commands: vec![WorkflowCommand::StartTimer { seq: 0, duration_ms: 300 }] }).await.unwrap();
+                commands: vec![WorkflowCommand::StartTimer { seq: 0, duration_ms: 300 }], sticky_horizon: None }).await.unwrap();
             jobs.push(job.id);
         }
         let all_due = chrono::Utc::now() + chrono::Duration::milliseconds(400);

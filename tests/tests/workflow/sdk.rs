@@ -181,7 +181,9 @@ rules! {
             Ok(first)
         }
         let calls = Arc::new(Calls::default());
-        let worker = spawn_worker(with_providers(Worker::builder(&server.api.url, &server.tokens.worker).workflow("flaky", flaky), calls).build().unwrap());
+        // Every task a replay (no kept runs): a kept run never runs its code twice, so the
+        // check that matters is the one a replay makes (a restarted or another worker).
+        let worker = spawn_worker(with_providers(Worker::builder(&server.api.url, &server.tokens.worker).max_cached_workflows(0).workflow("flaky", flaky), calls).build().unwrap());
         let client = Client::new(&server.api.url, &server.tokens.client).unwrap();
         let id = client.submit("k", &workflow_job("flaky", json!({}))).await.unwrap().job.id;
         wait_for("the job to be parked", Duration::from_secs(30), || async {

@@ -363,7 +363,8 @@ rules! {
             lease_token: t.lease_token,
             read_version: t.read_version,
             commands: vec![onceflow_protocol::workflow::WorkflowCommand::ConsumeSignal { seq, signal_seq: 1 }],
-        };
+ sticky_horizon: None,
+};
         let outcome = engine.complete_workflow_task(&onceflow_engine::model::Scope::AllOwners, job.id, &consume(0, t1)).await.unwrap();
         assert_eq!(outcome, onceflow_engine::WorkflowTaskOutcome::Applied);
         // The same task again is stale: nothing changes.

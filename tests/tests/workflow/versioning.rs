@@ -310,7 +310,7 @@ rules! {
         let job = engine.submit(ALICE, "k", &JobRequest::workflow("order", json!({}))).await.unwrap().job;
         let t1 = workflow_task(&engine).await.unwrap();
         assert!(t1.patches.is_empty());
-        let complete = |task: &WorkflowTask, commands: Vec<WorkflowCommand>| CompleteWorkflowTaskRequest { lease_token: task.lease_token, read_version: task.read_version, commands };
+        let complete = |task: &WorkflowTask, commands: Vec<WorkflowCommand>| CompleteWorkflowTaskRequest { lease_token: task.lease_token, read_version: task.read_version, commands, sticky_horizon: None };
         let outcome = engine.complete_workflow_task(&Scope::AllOwners, job.id, &complete(&t1, vec![record("b", false), record("a", true), record("b", false), WorkflowCommand::StartTimer { seq: 0, duration_ms: 0 }])).await.unwrap();
         assert_eq!(outcome, WorkflowTaskOutcome::Applied);
         let recorded = event_types(&engine, job.id).await.iter().filter(|e| *e == "patch_recorded").count();

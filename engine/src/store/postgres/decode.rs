@@ -280,3 +280,37 @@ pub(super) fn inserted_job_row(job: &NewJob, row: &PgRow) -> StoreResult<JobRow>
         wf_cancel_arrival: None,
     })
 }
+
+/// A timer (`timers_of_job.sql` and the journal's timer statements).
+pub(super) fn timer_row(r: &PgRow) -> StoreResult<TimerRow> {
+    Ok(TimerRow {
+        seq: r.try_get("seq")?,
+        fire_at: r.try_get("fire_at")?,
+        fired_at: r.try_get("fired_at")?,
+        arrival: r.try_get("arrival")?,
+    })
+}
+
+/// A workflow job's run (`workflow_run.sql`, and the claims' extra columns).
+pub(super) fn workflow_run(r: &PgRow) -> StoreResult<WorkflowRun> {
+    Ok(WorkflowRun {
+        run: r.try_get("wf_run")?,
+        first_seq: r.try_get("wf_run_from")?,
+        input: r.try_get("wf_run_input")?,
+        started_at: r.try_get("wf_run_started_at")?,
+        since_arrival: r.try_get("since_arrival")?,
+    })
+}
+
+/// An activity with its arrival number (the journal's activity statements).
+pub(super) fn journal_activity(r: &PgRow) -> StoreResult<(ActivityRow, Option<i64>)> {
+    Ok((activity_row(r)?, r.try_get("arrival")?))
+}
+
+/// A claimed workflow task: the job row and its run (`claim_workflow_tasks.sql`).
+pub(super) fn claimed_workflow_task(r: &PgRow) -> StoreResult<ClaimedWorkflowTask> {
+    Ok(ClaimedWorkflowTask {
+        job: job_row(r)?,
+        run: workflow_run(r)?,
+    })
+}

@@ -796,7 +796,7 @@ impl StoreTx for PgTx {
     async fn claim_workflow_tasks(
         &mut self,
         filter: &WorkflowClaimFilter,
-    ) -> StoreResult<Vec<JobRow>> {
+    ) -> StoreResult<Vec<ClaimedWorkflowTask>> {
         // Dispatch: SKIP LOCKED hands each workflow task to one worker; a task whose
         // lease expired is simply handed out again (workflow code has no side effects).
         if let Some(citus) = self.citus.clone() {
@@ -825,7 +825,7 @@ impl StoreTx for PgTx {
                     .fetch_all(&mut *self.tx)
                     .await?;
                 for row in &rows {
-                    jobs.push(job_row(row)?);
+                    jobs.push(claimed_workflow_task(row)?);
                 }
             }
             return Ok(jobs);
@@ -839,7 +839,7 @@ impl StoreTx for PgTx {
             .bind(filter.lease_ms as f64 / 1000.0)
             .fetch_all(&mut *self.tx)
             .await?;
-        rows.iter().map(job_row).collect()
+        rows.iter().map(claimed_workflow_task).collect()
     }
 
     async fn complete_workflow_task(
@@ -848,15 +848,188 @@ impl StoreTx for PgTx {
         job_id: Uuid,
         token: Uuid,
         read_version: i64,
+        sticky_horizon: Option<i64>,
     ) -> StoreResult<bool> {
         let done = sqlx::query(COMPLETE_WORKFLOW_TASK_SQL)
             .bind(owner)
             .bind(job_id)
             .bind(token)
             .bind(read_version)
+            .bind(sticky_horizon)
             .execute(&mut *self.tx)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn workflow_run(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+    ) -> StoreResult<Option<WorkflowRun>> {
+        let row = sqlx::query(WORKFLOW_RUN_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(workflow_run).transpose()
+    }
+
+    async fn journal_activities(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<Vec<(ActivityRow, Option<i64>)>> {
+        let rows = sqlx::query(JOURNAL_ACTIVITIES_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(first_seq)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(journal_activity).collect()
+    }
+
+    async fn activities_arrived_since(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+        since: i64,
+    ) -> StoreResult<Vec<(ActivityRow, Option<i64>)>> {
+        let rows = sqlx::query(ACTIVITIES_ARRIVED_SINCE_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(first_seq)
+            .bind(since)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(journal_activity).collect()
+    }
+
+    async fn activities_at(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seqs: &[i32],
+    ) -> StoreResult<Vec<(ActivityRow, Option<i64>)>> {
+        let rows = sqlx::query(ACTIVITIES_AT_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(seqs)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(journal_activity).collect()
+    }
+
+    async fn journal_timers(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<Vec<TimerRow>> {
+        let rows = sqlx::query(JOURNAL_TIMERS_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(first_seq)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(timer_row).collect()
+    }
+
+    async fn timers_arrived_since(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+        since: i64,
+    ) -> StoreResult<Vec<TimerRow>> {
+        let rows = sqlx::query(TIMERS_ARRIVED_SINCE_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(first_seq)
+            .bind(since)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(timer_row).collect()
+    }
+
+    async fn timers_at(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seqs: &[i32],
+    ) -> StoreResult<Vec<TimerRow>> {
+        let rows = sqlx::query(TIMERS_AT_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(seqs)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(timer_row).collect()
+    }
+
+    async fn journal_signals(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<Vec<SignalRow>> {
+        let rows = sqlx::query(JOURNAL_SIGNALS_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(first_seq)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(signal_row).collect()
+    }
+
+    async fn signals_arrived_since(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        since: i64,
+    ) -> StoreResult<Vec<SignalRow>> {
+        let rows = sqlx::query(SIGNALS_ARRIVED_SINCE_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(since)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(signal_row).collect()
+    }
+
+    async fn continue_as_new(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+        first_seq: i32,
+        input: &Value,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(CONTINUE_AS_NEW_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(version)
+            .bind(first_seq)
+            .bind(input)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn drop_timers_before(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<u64> {
+        let done = sqlx::query(DROP_TIMERS_BEFORE_SQL)
+            .bind(owner)
+            .bind(job_id)
+            .bind(first_seq)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     async fn mark_workflow_ready(
@@ -926,6 +1099,25 @@ impl StoreTx for PgTx {
         let rows = sqlx::query(CHILDREN_OF_JOB_SQL)
             .bind(owner)
             .bind(parent)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(child_row).collect()
+    }
+
+    async fn children_at(
+        &mut self,
+        owner: &str,
+        parent: Uuid,
+        seqs: &[i32],
+    ) -> StoreResult<Vec<ChildRow>> {
+        let keys: Vec<String> = seqs
+            .iter()
+            .map(|seq| format!("{parent}:child:{seq}"))
+            .collect();
+        let rows = sqlx::query(CHILDREN_AT_SQL)
+            .bind(owner)
+            .bind(parent)
+            .bind(keys)
             .fetch_all(&mut *self.tx)
             .await?;
         rows.iter().map(child_row).collect()
@@ -1011,18 +1203,6 @@ impl StoreTx for PgTx {
             .await?)
     }
 
-    async fn activity_arrivals_of_job(
-        &mut self,
-        owner: &str,
-        job_id: Uuid,
-    ) -> StoreResult<Vec<(i32, i64)>> {
-        Ok(sqlx::query_as(ACTIVITY_ARRIVALS_OF_JOB_SQL)
-            .bind(owner)
-            .bind(job_id)
-            .fetch_all(&mut *self.tx)
-            .await?)
-    }
-
     async fn park_workflow(
         &mut self,
         owner: &str,
@@ -1053,24 +1233,6 @@ impl StoreTx for PgTx {
             .execute(&mut *self.tx)
             .await?;
         Ok(done.rows_affected() == 1)
-    }
-
-    async fn timers_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<TimerRow>> {
-        let rows = sqlx::query(TIMERS_OF_JOB_SQL)
-            .bind(owner)
-            .bind(job_id)
-            .fetch_all(&mut *self.tx)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(TimerRow {
-                    seq: r.try_get("seq")?,
-                    fire_at: r.try_get("fire_at")?,
-                    fired_at: r.try_get("fired_at")?,
-                    arrival: r.try_get("arrival")?,
-                })
-            })
-            .collect()
     }
 
     async fn insert_signal(&mut self, signal: &NewSignal<'_>) -> StoreResult<Option<SignalRow>> {

@@ -221,3 +221,29 @@ pub(super) fn certification_row(row: &SqliteRow) -> StoreResult<Certification> {
         created_at: req_ts(row, "created_at")?,
     })
 }
+
+/// A timer (`timers_of_job.sql` and the journal's timer statements).
+pub(super) fn timer_row(r: &SqliteRow) -> StoreResult<TimerRow> {
+    Ok(TimerRow {
+        seq: r.try_get("seq")?,
+        fire_at: req_ts(r, "fire_at")?,
+        fired_at: opt_ts(r, "fired_at")?,
+        arrival: r.try_get("arrival")?,
+    })
+}
+
+/// A workflow job's run (`workflow_run.sql`, and the claims' extra columns).
+pub(super) fn workflow_run(r: &SqliteRow) -> StoreResult<WorkflowRun> {
+    Ok(WorkflowRun {
+        run: r.try_get("wf_run")?,
+        first_seq: r.try_get("wf_run_from")?,
+        input: opt_json(r, "wf_run_input")?,
+        started_at: opt_ts(r, "wf_run_started_at")?,
+        since_arrival: r.try_get("since_arrival")?,
+    })
+}
+
+/// An activity with its arrival number (the journal's activity statements).
+pub(super) fn journal_activity(r: &SqliteRow) -> StoreResult<(ActivityRow, Option<i64>)> {
+    Ok((activity_row(r)?, r.try_get("arrival")?))
+}

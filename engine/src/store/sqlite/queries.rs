@@ -228,10 +228,6 @@ pub(super) const VIEW_CHILDREN_OF_JOB_SQL: &str = include_str!("sql/view_childre
 pub(super) const OPEN_CHILDREN_OF_CANCELLED_PARENTS_SQL: &str =
     include_str!("sql/open_children_of_cancelled_parents.sql");
 
-/// The arrival numbers of a job's activities whose outcome has arrived, by position.
-pub(super) const ACTIVITY_ARRIVALS_OF_JOB_SQL: &str =
-    include_str!("sql/activity_arrivals_of_job.sql");
-
 /// Records the compensation bound a workflow declared, under its workflow task's CAS.
 pub(super) const DECLARE_COMPENSATION_SQL: &str = include_str!("sql/declare_compensation.sql");
 
@@ -251,9 +247,6 @@ pub(super) const CLOSE_OVERDUE_COMPENSATION_SQL: &str =
 
 /// The compensation deadlines' loop: jobs whose compensation bound passed.
 pub(super) const LOCK_DUE_COMPENSATIONS_SQL: &str = include_str!("sql/lock_due_compensations.sql");
-
-/// A job's timers by position.
-pub(super) const TIMERS_OF_JOB_SQL: &str = include_str!("sql/timers_of_job.sql");
 
 /// Records a signal as its job's next unless its key was used (invariant 9).
 pub(super) const INSERT_SIGNAL_SQL: &str = include_str!("sql/insert_signal.sql");
@@ -334,3 +327,40 @@ pub(super) const DELETE_PRUNED_JOB_ROWS_SQL: &str = include_str!("sql/delete_pru
 
 /// How every write transaction begins: it takes SQLite's write lock at once, so that it never
 pub(super) const BEGIN_IMMEDIATE_SQL: &str = include_str!("sql/begin_immediate.sql");
+
+/// A workflow job's current run (continue-as-new), never sticky.
+pub(super) const WORKFLOW_RUN_SQL: &str = include_str!("sql/workflow_run.sql");
+
+/// The activities of a workflow job's run, with their arrival numbers.
+pub(super) const JOURNAL_ACTIVITIES_SQL: &str = include_str!("sql/journal_activities.sql");
+
+/// The activities of a workflow job's run whose outcome arrived after a place in the order.
+pub(super) const ACTIVITIES_ARRIVED_SINCE_SQL: &str =
+    include_str!("sql/activities_arrived_since.sql");
+
+/// A job's activities at some positions, with their arrival numbers.
+pub(super) const ACTIVITIES_AT_SQL: &str = include_str!("sql/activities_at.sql");
+
+/// The timers of a workflow job's run by position.
+pub(super) const JOURNAL_TIMERS_SQL: &str = include_str!("sql/journal_timers.sql");
+
+/// The timers of a workflow job's run that fired after a place in the order.
+pub(super) const TIMERS_ARRIVED_SINCE_SQL: &str = include_str!("sql/timers_arrived_since.sql");
+
+/// A job's timers at some positions.
+pub(super) const TIMERS_AT_SQL: &str = include_str!("sql/timers_at.sql");
+
+/// The signals a workflow job's run may see.
+pub(super) const JOURNAL_SIGNALS_SQL: &str = include_str!("sql/journal_signals.sql");
+
+/// A job's signals that arrived after a place in its arrival order.
+pub(super) const SIGNALS_ARRIVED_SINCE_SQL: &str = include_str!("sql/signals_arrived_since.sql");
+
+/// Continue-as-new: the next run of a workflow job.
+pub(super) const CONTINUE_AS_NEW_SQL: &str = include_str!("sql/continue_as_new.sql");
+
+/// Drops the unfired timers of a run that continued as new.
+pub(super) const DROP_TIMERS_BEFORE_SQL: &str = include_str!("sql/drop_timers_before.sql");
+
+/// A workflow job's children at some positions, by key.
+pub(super) const CHILDREN_AT_SQL: &str = include_str!("sql/children_at.sql");

@@ -596,7 +596,7 @@ impl StoreTx for SqliteTx {
     async fn claim_workflow_tasks(
         &mut self,
         filter: &WorkflowClaimFilter,
-    ) -> StoreResult<Vec<JobRow>> {
+    ) -> StoreResult<Vec<ClaimedWorkflowTask>> {
         let candidates = sqlx::query(CLAIMABLE_WORKFLOW_TASKS_SQL)
             .bind(&filter.task_queue)
             .bind(text(&filter.workflows)?)
@@ -614,9 +614,13 @@ impl StoreTx for SqliteTx {
                 .bind(self.now)
                 .bind(candidate.try_get::<String, _>("owner_id")?)
                 .bind(candidate.try_get::<String, _>("id")?)
+                .bind(&filter.worker_id)
                 .fetch_one(&mut *self.tx)
                 .await?;
-            jobs.push(job_row(&row)?);
+            jobs.push(ClaimedWorkflowTask {
+                job: job_row(&row)?,
+                run: workflow_run(&row)?,
+            });
         }
         Ok(jobs)
     }
@@ -627,6 +631,7 @@ impl StoreTx for SqliteTx {
         job_id: Uuid,
         token: Uuid,
         read_version: i64,
+        sticky_horizon: Option<i64>,
     ) -> StoreResult<bool> {
         let done = sqlx::query(COMPLETE_WORKFLOW_TASK_SQL)
             .bind(self.now)
@@ -634,9 +639,182 @@ impl StoreTx for SqliteTx {
             .bind(job_id.to_string())
             .bind(token.to_string())
             .bind(read_version)
+            .bind(sticky_horizon)
             .execute(&mut *self.tx)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn workflow_run(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+    ) -> StoreResult<Option<WorkflowRun>> {
+        let row = sqlx::query(WORKFLOW_RUN_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .fetch_optional(&mut *self.tx)
+            .await?;
+        row.as_ref().map(workflow_run).transpose()
+    }
+
+    async fn journal_activities(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<Vec<(ActivityRow, Option<i64>)>> {
+        let rows = sqlx::query(JOURNAL_ACTIVITIES_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(first_seq)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(journal_activity).collect()
+    }
+
+    async fn activities_arrived_since(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+        since: i64,
+    ) -> StoreResult<Vec<(ActivityRow, Option<i64>)>> {
+        let rows = sqlx::query(ACTIVITIES_ARRIVED_SINCE_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(first_seq)
+            .bind(since)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(journal_activity).collect()
+    }
+
+    async fn activities_at(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seqs: &[i32],
+    ) -> StoreResult<Vec<(ActivityRow, Option<i64>)>> {
+        let rows = sqlx::query(ACTIVITIES_AT_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(text(&seqs)?)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(journal_activity).collect()
+    }
+
+    async fn journal_timers(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<Vec<TimerRow>> {
+        let rows = sqlx::query(JOURNAL_TIMERS_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(first_seq)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(timer_row).collect()
+    }
+
+    async fn timers_arrived_since(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+        since: i64,
+    ) -> StoreResult<Vec<TimerRow>> {
+        let rows = sqlx::query(TIMERS_ARRIVED_SINCE_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(first_seq)
+            .bind(since)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(timer_row).collect()
+    }
+
+    async fn timers_at(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        seqs: &[i32],
+    ) -> StoreResult<Vec<TimerRow>> {
+        let rows = sqlx::query(TIMERS_AT_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(text(&seqs)?)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(timer_row).collect()
+    }
+
+    async fn journal_signals(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<Vec<SignalRow>> {
+        let rows = sqlx::query(JOURNAL_SIGNALS_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(first_seq)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(signal_row).collect()
+    }
+
+    async fn signals_arrived_since(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        since: i64,
+    ) -> StoreResult<Vec<SignalRow>> {
+        let rows = sqlx::query(SIGNALS_ARRIVED_SINCE_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(since)
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(signal_row).collect()
+    }
+
+    async fn continue_as_new(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        version: i64,
+        first_seq: i32,
+        input: &Value,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(CONTINUE_AS_NEW_SQL)
+            .bind(self.now)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(version)
+            .bind(first_seq)
+            .bind(text(input)?)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn drop_timers_before(
+        &mut self,
+        owner: &str,
+        job_id: Uuid,
+        first_seq: i32,
+    ) -> StoreResult<u64> {
+        let done = sqlx::query(DROP_TIMERS_BEFORE_SQL)
+            .bind(owner)
+            .bind(job_id.to_string())
+            .bind(first_seq)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     async fn mark_workflow_ready(
@@ -707,6 +885,25 @@ impl StoreTx for SqliteTx {
         let rows = sqlx::query(CHILDREN_OF_JOB_SQL)
             .bind(owner)
             .bind(parent.to_string())
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter().map(child_row).collect()
+    }
+
+    async fn children_at(
+        &mut self,
+        owner: &str,
+        parent: Uuid,
+        seqs: &[i32],
+    ) -> StoreResult<Vec<ChildRow>> {
+        let keys: Vec<String> = seqs
+            .iter()
+            .map(|seq| format!("{parent}:child:{seq}"))
+            .collect();
+        let rows = sqlx::query(CHILDREN_AT_SQL)
+            .bind(owner)
+            .bind(parent.to_string())
+            .bind(text(&keys)?)
             .fetch_all(&mut *self.tx)
             .await?;
         rows.iter().map(child_row).collect()
@@ -789,18 +986,6 @@ impl StoreTx for SqliteTx {
             .collect()
     }
 
-    async fn activity_arrivals_of_job(
-        &mut self,
-        owner: &str,
-        job_id: Uuid,
-    ) -> StoreResult<Vec<(i32, i64)>> {
-        Ok(sqlx::query_as(ACTIVITY_ARRIVALS_OF_JOB_SQL)
-            .bind(owner)
-            .bind(job_id.to_string())
-            .fetch_all(&mut *self.tx)
-            .await?)
-    }
-
     async fn park_workflow(
         &mut self,
         owner: &str,
@@ -833,24 +1018,6 @@ impl StoreTx for SqliteTx {
             .execute(&mut *self.tx)
             .await?;
         Ok(done.rows_affected() == 1)
-    }
-
-    async fn timers_of_job(&mut self, owner: &str, job_id: Uuid) -> StoreResult<Vec<TimerRow>> {
-        let rows = sqlx::query(TIMERS_OF_JOB_SQL)
-            .bind(owner)
-            .bind(job_id.to_string())
-            .fetch_all(&mut *self.tx)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(TimerRow {
-                    seq: r.try_get("seq")?,
-                    fire_at: req_ts(r, "fire_at")?,
-                    fired_at: opt_ts(r, "fired_at")?,
-                    arrival: r.try_get("arrival")?,
-                })
-            })
-            .collect()
     }
 
     async fn insert_signal(&mut self, signal: &NewSignal<'_>) -> StoreResult<Option<SignalRow>> {

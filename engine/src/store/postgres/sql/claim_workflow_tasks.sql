@@ -21,4 +21,7 @@ WHERE j.owner_id = p.owner_id AND j.id = p.id
 RETURNING j.owner_id, j.id, j.idempotency_key, j.fingerprint, j.kind, j.workflow, j.activity,
     j.task_queue, j.input, j.status, j.version, j.result, j.error, j.completed_by, j.created_at,
     j.updated_at, j.finished_at, j.wf_ready, j.wf_lease_token, j.wf_parked, j.parent_job_id,
-    j.wf_compensation_ms, j.wf_cancel_requested_at, j.wf_cancel_deadline, j.wf_cancel_arrival
+    j.wf_compensation_ms, j.wf_cancel_requested_at, j.wf_cancel_deadline, j.wf_cancel_arrival,
+    -- Sticky execution: the worker that keeps the job's state at its current version gets only what arrived after its horizon.
+    j.wf_run, j.wf_run_from, j.wf_run_input, j.wf_run_started_at,
+    CASE WHEN j.wf_sticky_worker = $5 AND j.wf_sticky_version = j.version THEN j.wf_sticky_horizon END AS since_arrival

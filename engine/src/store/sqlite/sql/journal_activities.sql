@@ -1,0 +1,4 @@
+-- The activities of a workflow job's run (`?3` its first position), with their arrival numbers.
+SELECT owner_id, id, job_id, seq, name, providers, options, task_queue, input, status, version,
+    completed_by, result, error, finished_at, arrival
+FROM activities WHERE owner_id = ?1 AND job_id = ?2 AND seq >= ?3 ORDER BY seq
