@@ -421,6 +421,23 @@ rules! {
         assert_eq!(db.count("SELECT count(*) FROM activities WHERE owner_id = 'bench' AND status = 'succeeded'").await, 63);
         assert_eq!(db.count("SELECT count(*) FROM timers WHERE owner_id = 'bench' AND fired_at IS NOT NULL").await, 21);
     }
+
+    async fn bench_task_cost_runs_a_workflow_per_history_length_with_kept_runs_and_with_replays(db) {
+        let url = db.url();
+        let args = ["bench", "--database-url", &url, "--workload", "task-cost", "--steps", "5,40"];
+        let (ok, stdout, stderr) = run(&args, &[("RUST_LOG", "warn")]).await;
+        assert!(ok, "{stderr}");
+        let line = stdout.lines().find(|l| l.starts_with("RESULT workload=task-cost")).unwrap_or_else(|| panic!("no task-cost result: {stdout}"));
+        for key in ["ms_at_5=", "ms_at_40=", "replay_ms_at_5=", "replay_ms_at_40=", "ratio_at_40="] {
+            assert!(line.contains(key), "{key} missing: {line}");
+        }
+        // Two workflows per length (kept runs, full replays), each of N + 50 zero-length
+        // timers, all succeeded.
+        assert_eq!(db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench' AND kind = 'workflow' AND status = 'succeeded'").await, 4);
+        assert_eq!(db.count("SELECT count(*) FROM timers WHERE owner_id = 'bench' AND fired_at IS NOT NULL").await, 2 * (55 + 90));
+        let (ok, _, stderr) = run(&["bench", "--database-url", &url, "--workload", "task-cost", "--steps", "0"], &[]).await;
+        assert!(!ok && stderr.contains("positive"), "{stderr}");
+    }
 }
 
 /// `onceflow bench --engines 2` runs two engine processes on one database and spreads its

@@ -25,6 +25,7 @@ mod latency;
 mod produce;
 mod retention;
 mod submit;
+mod task_cost;
 mod worker;
 mod worker_process;
 mod workflow;
@@ -67,6 +68,10 @@ pub enum Workload {
     /// succeeded with its result: workflows/s and activity steps/s (not part of `all`:
     /// a workflow's five tasks make it the slowest workload by far).
     Workflow,
+    /// The cost of one workflow task as a workflow's history grows: at each of --steps
+    /// (10, 1,000 and 10,000 by default), with the SDK's kept runs and, up to 1,000
+    /// steps, with every task a full replay (not part of `all`).
+    TaskCost,
     /// One job at a time on an idle engine: submit→start and submit→succeeded.
     Latency,
     /// PostgreSQL only: the bare SQL of a job's life (insert, claim, CAS) on a scratch table.
@@ -109,6 +114,9 @@ pub struct BenchArgs {
     /// Pre-fill this many finished jobs (owner `bench_history`) before the workloads.
     #[arg(long, default_value_t = 0)]
     history: u64,
+    /// task-cost: the history lengths (steps) at which a workflow task's cost is measured.
+    #[arg(long, value_delimiter = ',', default_values_t = [10u64, 1_000, 10_000])]
+    steps: Vec<u64>,
     /// Run e2e's SDK worker in a process of its own (this binary, re-run), as a user
     /// runs one, and report that process's peak memory as `worker_peak_rss_mb`.
     #[arg(long)]
@@ -215,6 +223,8 @@ struct Bench {
     /// `--engines`, when given.
     engines: Option<u16>,
     events_layout: retention::EventsLayout,
+    /// `--steps`.
+    steps: Vec<u64>,
     http: reqwest::Client,
 }
 
@@ -312,6 +322,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 worker_process: args.worker_process,
                 engines: args.engines,
                 events_layout: args.events_layout,
+                steps: args.steps.clone(),
                 http,
             };
             (bench, Some(server))
@@ -356,6 +367,7 @@ pub async fn run(args: BenchArgs) -> Result<(), String> {
                 worker_process: args.worker_process,
                 engines: args.engines,
                 events_layout: args.events_layout,
+                steps: args.steps.clone(),
                 http,
             };
             (bench, None)
@@ -398,6 +410,7 @@ impl Bench {
             ],
             Workload::E2e => &[Workload::E2e],
             Workload::Workflow => &[Workload::Workflow],
+            Workload::TaskCost => &[Workload::TaskCost],
             Workload::Submit => &[Workload::Submit],
             Workload::Dedup => &[Workload::Dedup],
             Workload::Latency => &[Workload::Latency],
@@ -414,6 +427,7 @@ impl Bench {
                 Workload::Dedup => self.dedup().await?,
                 Workload::E2e => e2e_rate = Some(self.e2e().await?),
                 Workload::Workflow => self.workflow().await?,
+                Workload::TaskCost => self.task_cost(&self.steps).await?,
                 Workload::Latency => self.latency().await?,
                 Workload::Heartbeat => self.heartbeat().await?,
                 Workload::Retention => self.retention().await?,
