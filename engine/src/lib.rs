@@ -24,6 +24,7 @@ pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod model;
+mod mutants;
 pub mod request;
 pub mod store;
 pub mod telemetry;

@@ -14,6 +14,7 @@
 pub mod cluster;
 pub mod server;
 pub mod tls;
+pub mod torture;
 
 use std::future::Future;
 use std::sync::Arc;

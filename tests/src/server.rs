@@ -287,11 +287,19 @@ pub fn onceflow_binary() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
+            // A binary built otherwise (the torture run's mutants: `--features mutants`).
+            if let Some(binary) = std::env::var_os("ONCEFLOW_TEST_BINARY") {
+                return PathBuf::from(binary);
+            }
             let exe = std::env::current_exe().expect("test executable path");
-            let target_profile = exe
-                .parent()
-                .and_then(|deps| deps.parent())
-                .expect("target/<profile>/deps");
+            // A test runs from target/<profile>/deps, a binary of the tests crate (the
+            // torture runner) from target/<profile>.
+            let dir = exe.parent().expect("the executable's directory");
+            let target_profile = if dir.file_name().is_some_and(|n| n == "deps") {
+                dir.parent().expect("target/<profile>")
+            } else {
+                dir
+            };
             let target_dir = target_profile.parent().expect("target dir");
             // The same profile as these tests (`target/debug` is `dev`), so that the binary
             // is built from the same sources into the directory looked in below.
