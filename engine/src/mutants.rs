@@ -3,7 +3,7 @@
 //! `mutants` can switch one off, and only when `ONCEFLOW_MUTANT` names it; every other
 //! build answers `false`, always. Never build the feature for use.
 
-/// Whether guard `name` (`fencing`) is switched off.
+/// Whether guard `name` (`fencing`, `cas`) is switched off.
 #[cfg(feature = "mutants")]
 pub(crate) fn off(name: &str) -> bool {
     static MUTANT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();

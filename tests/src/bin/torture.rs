@@ -1,4 +1,4 @@
-//! `torture --seed N --seconds S [--store postgres|sqlite] [--engines K] [--mutant live-index|fencing] [--out DIR]`:
+//! `torture --seed N --seconds S [--store postgres|sqlite] [--engines K] [--mutant live-index|fencing|cas] [--out DIR]`:
 //! a seeded, randomized workload with faults against real `onceflow serve` processes,
 //! checked against the promises (see `onceflow_tests::torture`). Exits 0 when every rule
 //! held (with `--mutant`: when the run caught the mutant), 1 otherwise.
@@ -9,7 +9,7 @@ use onceflow_tests::torture::{run, Mutant, Settings, Store};
 
 fn usage(problem: &str) -> ! {
     eprintln!("torture: {problem}");
-    eprintln!("usage: torture --seed N --seconds S [--store postgres|sqlite] [--engines K] [--mutant live-index|fencing] [--out DIR]");
+    eprintln!("usage: torture --seed N --seconds S [--store postgres|sqlite] [--engines K] [--mutant live-index|fencing|cas] [--out DIR]");
     std::process::exit(2);
 }
 
@@ -55,6 +55,7 @@ fn main() {
                 mutant = Some(match value().as_str() {
                     "live-index" => Mutant::LiveIndex,
                     "fencing" => Mutant::Fencing,
+                    "cas" => Mutant::Cas,
                     other => usage(&format!("no mutant {other}")),
                 })
             }

@@ -397,7 +397,7 @@ async fn answer(world: World, actor: String, mut rng: Rng, task: Value, choice: 
         }
         WorkerMove::Stall => {
             tokio::time::sleep(Duration::from_millis(
-                HEARTBEAT_S * 1000 + 500 + rng.below(1500),
+                HEARTBEAT_S * 1000 + 500 + rng.below(3_500),
             ))
             .await;
             complete(

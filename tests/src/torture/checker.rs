@@ -291,6 +291,26 @@ pub fn check(o: &Observed<'_>) -> Vec<Violation> {
         }
     }
 
+    // A job whose cancel was acknowledged (202) stays cancelled: no late result or
+    // resume brings it back.
+    for r in o.records {
+        let (Op::CancelJob { job_id }, Some(202)) = (&r.op, r.answer.status) else {
+            continue;
+        };
+        if let Some(job) = o.db.jobs.iter().find(|j| j.id == *job_id) {
+            if job.status != "cancelled" {
+                out.push(violation(
+                    "cancel_is_final",
+                    Some(job.id),
+                    format!(
+                        "job {} was cancelled (202 at {} ms) but ended {}",
+                        job.id, r.end_ms, job.status
+                    ),
+                ));
+            }
+        }
+    }
+
     // After the drain, every job is finished or waits on an `unknown` attempt.
     {
         for job in &o.db.jobs {
@@ -631,6 +651,13 @@ mod tests {
             }
         });
         assert!(!rules(&records, &db, &[], &[]).contains(&"drained"));
+    }
+
+    #[test]
+    fn a_cancelled_job_that_ends_otherwise_is_caught() {
+        let (mut records, db, (job, _, _, _)) = healthy();
+        records.insert(1, record(Op::CancelJob { job_id: job }, Some(202), None));
+        assert_eq!(rules(&records, &db, &[], &[]), vec!["cancel_is_final"]);
     }
 
     #[test]

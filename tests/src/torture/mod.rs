@@ -53,6 +53,9 @@ pub enum Mutant {
     /// The lease token is not compared on completion: needs servers built with the
     /// engine's test-only feature `mutants` (`ONCEFLOW_TEST_BINARY` names that binary).
     Fencing,
+    /// The CAS guards of an activity job's commit are taken out (PostgreSQL; the same
+    /// build as `Fencing`).
+    Cas,
 }
 
 /// How to run.
@@ -152,9 +155,14 @@ pub async fn run(settings: Settings) -> Report {
         settings.engines.max(1)
     };
     let mut servers = Vec::new();
-    if settings.mutant == Some(Mutant::Fencing) {
+    let switched = match settings.mutant {
+        Some(Mutant::Fencing) => Some("fencing"),
+        Some(Mutant::Cas) => Some("cas"),
+        _ => None,
+    };
+    if let Some(guard) = switched {
         // SAFETY: set before any server process is started, while nothing else reads it.
-        unsafe { std::env::set_var("ONCEFLOW_MUTANT", "fencing") };
+        unsafe { std::env::set_var("ONCEFLOW_MUTANT", guard) };
     }
     for _ in 0..engines {
         servers.push(Some(ServerProcess::start(&url, &[]).await));
@@ -268,7 +276,7 @@ pub async fn run(settings: Settings) -> Report {
     let deadline = Instant::now() + Duration::from_secs(90);
     // Answers in flight (a stalled worker's late one) land within a few seconds; the end
     // state must then hold twice in a row.
-    tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS + 3_000)).await;
+    tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS + 5_000)).await;
     let mut held = 0;
     loop {
         if let Ok(snapshot) = db.snapshot().await {

@@ -563,3 +563,8 @@ pub(super) const DROP_TIMERS_BEFORE_SQL: &str = include_str!("sql/drop_timers_be
 
 /// A workflow job's children at some positions, by key.
 pub(super) const CHILDREN_AT_SQL: &str = include_str!("sql/children_at.sql");
+
+/// MUTANT, test only: commit_activity_job_result.sql without its CAS guards (run only when
+/// `crate::mutants::off("cas")`, which a normal build never answers true).
+pub(super) const MUTANT_COMMIT_ACTIVITY_JOB_RESULT_SQL: &str =
+    include_str!("sql/mutant_commit_activity_job_result.sql");

@@ -438,7 +438,13 @@ impl StoreTx for PgTx {
         let (owner, job_id, job_version) = (win.owner_id.as_str(), win.job_id, win.job_version);
         let (activity_id, read_version) = (win.activity_id, win.read_version);
         let (attempt_id, result) = (win.attempt_id, &win.result);
-        let row = sqlx::query(COMMIT_ACTIVITY_JOB_RESULT_SQL)
+        // The torture run's CAS mutant (never in a normal build: `off` is then `false`).
+        let sql = if crate::mutants::off("cas") {
+            MUTANT_COMMIT_ACTIVITY_JOB_RESULT_SQL
+        } else {
+            COMMIT_ACTIVITY_JOB_RESULT_SQL
+        };
+        let row = sqlx::query(sql)
             .bind(owner)
             .bind(activity_id)
             .bind(read_version)
@@ -457,8 +463,8 @@ impl StoreTx for PgTx {
         wins: &[WinningResult],
         from: &[AttemptStatus],
     ) -> StoreResult<Vec<(bool, bool)>> {
-        if self.citus.is_some() {
-            // One result at a time, each on its owner's shard.
+        if self.citus.is_some() || crate::mutants::off("cas") {
+            // One result at a time, each on its owner's shard (or through the mutant).
             let mut taken = Vec::with_capacity(wins.len());
             for w in wins {
                 taken.push(self.commit_activity_job_result(w, from).await?);
