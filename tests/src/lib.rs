@@ -667,10 +667,79 @@ pub async fn reap_until_unknown(engine: &Engine, job_id: uuid::Uuid, attempt_id:
     .await;
 }
 
+/// How long a test may take before it fails: a hang fails the test with its name instead
+/// of stalling the run. Generous, for a loaded machine: the slowest rules take well under
+/// a minute. The few tests that restart whole clusters take [`LONG_TEST_TIME_LIMIT`]
+/// ([`time_limit_of`]).
+pub const TEST_TIME_LIMIT: Duration = Duration::from_secs(300);
+
+/// The time limit of the tests that stop, restart or fail over whole PostgreSQL clusters
+/// and engine fleets under load (`http/restart.rs`, `http/rolling_restart.rs`,
+/// `http/failover_db.rs`): their own waits add up to minutes on a loaded machine.
+pub const LONG_TEST_TIME_LIMIT: Duration = Duration::from_secs(900);
+
+/// Runs a test's body within [`TEST_TIME_LIMIT`]; past it, fails naming the test.
+/// Every plain `#[tokio::test]` wraps its body in it (the `rules!` tests get it from the
+/// macro):
+///
+/// ```text
+/// #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+/// async fn some_rule() {
+///     onceflow_tests::time_limit(async { … }).await;
+/// }
+/// ```
+pub async fn time_limit<F: Future<Output = ()>>(test: F) {
+    time_limit_of(TEST_TIME_LIMIT, test).await;
+}
+
+/// [`time_limit`] with a limit of the test's own.
+pub async fn time_limit_of<F: Future<Output = ()>>(limit: Duration, test: F) {
+    // The test harness runs each test on a thread named after it.
+    let name = test_name();
+    if tokio::time::timeout(limit, test).await.is_err() {
+        panic!("test {name} did not finish within its time limit of {limit:?}");
+    }
+}
+
+/// [`time_limit`] for a test that is not async: its body runs on a thread of its own
+/// (named as the test), and the test fails when it has not returned within
+/// [`TEST_TIME_LIMIT`] (the thread is left behind; the test binary ends without it).
+pub fn time_limit_blocking<F: FnOnce() + Send + 'static>(test: F) {
+    let name = test_name();
+    let (done, finished) = std::sync::mpsc::channel();
+    let body = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            test();
+            let _ = done.send(());
+        })
+        .expect("start the test's thread");
+    match finished.recv_timeout(TEST_TIME_LIMIT) {
+        Ok(()) => body.join().expect("the test's thread ended"),
+        // The body panicked before it could say it was done: fail with its panic.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match body.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("a body that returned said so"),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("test {name} did not finish within its time limit of {TEST_TIME_LIMIT:?}")
+        }
+    }
+}
+
+/// The name of the running test: the name of the thread the test harness runs it on.
+fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("(a test whose thread has no name)")
+        .to_owned()
+}
+
 /// Declares rules of the engine as tests. Each rule runs on every store (the conformance
 /// suite): once on a fresh PostgreSQL database (`…::postgres::name`) and once on a fresh
 /// SQLite database (`…::sqlite::name`), each on a multi-threaded runtime so that
-/// concurrency in the test is real.
+/// concurrency in the test is real, and each within [`TEST_TIME_LIMIT`] (making the
+/// database and the integrity check after the rule included).
 ///
 /// ```text
 /// rules! {
@@ -689,9 +758,12 @@ macro_rules! rules {
                 $(#[$meta])*
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    let db = $crate::TestDb::new($crate::Backend::Postgres).await;
-                    super::$name(&db).await;
-                    db.assert_integrity().await;
+                    $crate::time_limit(async {
+                        let db = $crate::TestDb::new($crate::Backend::Postgres).await;
+                        super::$name(&db).await;
+                        db.assert_integrity().await;
+                    })
+                    .await;
                 }
             )*
         }
@@ -700,9 +772,12 @@ macro_rules! rules {
                 $(#[$meta])*
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    let db = $crate::TestDb::new($crate::Backend::Sqlite).await;
-                    super::$name(&db).await;
-                    db.assert_integrity().await;
+                    $crate::time_limit(async {
+                        let db = $crate::TestDb::new($crate::Backend::Sqlite).await;
+                        super::$name(&db).await;
+                        db.assert_integrity().await;
+                    })
+                    .await;
                 }
             )*
         }

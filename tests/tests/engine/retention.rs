@@ -262,45 +262,48 @@ rules! {
 /// to the jobs after it; the next pass starts from the oldest again and takes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_held_by_another_transaction_is_passed_over_and_pruned_next_pass() {
-    use sqlx::Connection;
-    let db = TestDb::new(onceflow_tests::Backend::Postgres).await;
-    let engine = db.engine();
-    let mut jobs = Vec::new();
-    for i in 0..4 {
-        jobs.push(finished(&engine, &format!("held-{i}")).await);
-    }
-    retention_passes().await;
-    let mut holder = db.pg_connection().await.expect("PostgreSQL");
-    let mut held = holder.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
-        .bind(jobs[0])
-        .execute(&mut *held)
-        .await
-        .expect("lock the oldest job");
+    onceflow_tests::time_limit(async {
+        use sqlx::Connection;
+        let db = TestDb::new(onceflow_tests::Backend::Postgres).await;
+        let engine = db.engine();
+        let mut jobs = Vec::new();
+        for i in 0..4 {
+            jobs.push(finished(&engine, &format!("held-{i}")).await);
+        }
+        retention_passes().await;
+        let mut holder = db.pg_connection().await.expect("PostgreSQL");
+        let mut held = holder.begin().await.expect("begin");
+        sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
+            .bind(jobs[0])
+            .execute(&mut *held)
+            .await
+            .expect("lock the oldest job");
 
-    // Batches of one: the held job is the oldest, so every batch would meet it first.
-    let pass = tokio::time::timeout(
-        Duration::from_secs(20),
-        engine.prune_finished_jobs(RETENTION, 1),
-    )
+        // Batches of one: the held job is the oldest, so every batch would meet it first.
+        let pass = tokio::time::timeout(
+            Duration::from_secs(20),
+            engine.prune_finished_jobs(RETENTION, 1),
+        )
+        .await;
+        assert_eq!(
+            pass.expect("the pass never waits for the held job")
+                .unwrap(),
+            3,
+            "every job but the held one"
+        );
+        assert_eq!(
+            rows_of(&db, jobs[0]).await[0],
+            1,
+            "the held job is still there"
+        );
+        held.commit().await.expect("release");
+        assert_eq!(
+            engine.prune_finished_jobs(RETENTION, 1).await.unwrap(),
+            1,
+            "the next pass takes it"
+        );
+        assert_eq!(db.count("SELECT count(*) FROM jobs").await, 0);
+        db.assert_integrity().await;
+    })
     .await;
-    assert_eq!(
-        pass.expect("the pass never waits for the held job")
-            .unwrap(),
-        3,
-        "every job but the held one"
-    );
-    assert_eq!(
-        rows_of(&db, jobs[0]).await[0],
-        1,
-        "the held job is still there"
-    );
-    held.commit().await.expect("release");
-    assert_eq!(
-        engine.prune_finished_jobs(RETENTION, 1).await.unwrap(),
-        1,
-        "the next pass takes it"
-    );
-    assert_eq!(db.count("SELECT count(*) FROM jobs").await, 0);
-    db.assert_integrity().await;
 }

@@ -172,27 +172,30 @@ rules! {
 /// keys refuse such rows before the check could see them.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_integrity_check_finds_attempts_without_their_activity_or_with_another_job() {
-    use futures::FutureExt;
-    for (name, activity, job) in [
-        ("no activity", "md5('no-such-activity')::uuid", "job_id"),
-        ("another job", "activity_id", "md5('no-such-job')::uuid"),
-    ] {
-        let db = TestDb::new(Backend::Postgres).await;
-        db.engine()
-            .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+    onceflow_tests::time_limit(async {
+        use futures::FutureExt;
+        for (name, activity, job) in [
+            ("no activity", "md5('no-such-activity')::uuid", "job_id"),
+            ("another job", "activity_id", "md5('no-such-job')::uuid"),
+        ] {
+            let db = TestDb::new(Backend::Postgres).await;
+            db.engine()
+                .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+                .await
+                .unwrap();
+            db.assert_integrity().await;
+            db.execute(&format!(
+                "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, finished_at)
+                 SELECT owner_id, md5('orphan')::uuid, {activity}, {job}, 99, activity, task_queue, provider, 'failed', now()
+                 FROM attempts LIMIT 1"
+            ))
             .await
-            .unwrap();
-        db.assert_integrity().await;
-        db.execute(&format!(
-            "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, finished_at)
-             SELECT owner_id, md5('orphan')::uuid, {activity}, {job}, 99, activity, task_queue, provider, 'failed', now()
-             FROM attempts LIMIT 1"
-        ))
-        .await
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let checked = std::panic::AssertUnwindSafe(db.assert_integrity())
-            .catch_unwind()
-            .await;
-        assert!(checked.is_err(), "{name}: the integrity check must fail");
-    }
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let checked = std::panic::AssertUnwindSafe(db.assert_integrity())
+                .catch_unwind()
+                .await;
+            assert!(checked.is_err(), "{name}: the integrity check must fail");
+        }
+    })
+    .await;
 }
