@@ -331,38 +331,78 @@ impl TestDb {
         }
     }
 
-    /// Panics if a row is without its parent: an event, activity or timer
-    /// without its job, an attempt without its activity or with a job other than its
-    /// activity's. The rules check it after each test, on every store: PostgreSQL keeps
-    /// no foreign key on `job_events`, `activities` or `attempts` (the hot path's rows
-    /// rely on the statements that write them creating or holding their parents), so
-    /// this is where a statement that wrote an orphan would show.
+    /// Panics if the database holds a state no rule allows, on every store, after each
+    /// rule:
+    /// - a row without its parent: an event, activity, timer, signal or patch without
+    ///   its job, an attempt without its activity or with a job other than its
+    ///   activity's (PostgreSQL keeps no foreign key on `job_events`, `activities` or
+    ///   `attempts`: the hot path's rows rely on the statements that write them creating
+    ///   or holding their parents, so this is where a statement that wrote an orphan
+    ///   would show);
+    /// - a job's history with a gap: its events are numbered 1, 2, …, n (`max(seq) + 1`
+    ///   under the job's lock), none missing, none twice, and every job has its first;
+    /// - a slot won by no attempt: an activity's or a job's `completed_by` names one
+    ///   `succeeded` attempt of that activity or job, and no other attempt of the
+    ///   activity `succeeded` (invariant 4: exactly one winner);
+    /// - an activity job whose result is not its activity's: its `completed_by` and
+    ///   `result` are those of its activity.
     pub async fn assert_integrity(&self) {
-        let orphans = self
+        let broken = self
             .strings(
-                "SELECT 'job_events' FROM job_events e
+                "SELECT 'job_events without their job' FROM job_events e
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = e.owner_id AND j.id = e.job_id)
                  UNION ALL
-                 SELECT 'activities' FROM activities a
+                 SELECT 'activities without their job' FROM activities a
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = a.owner_id AND j.id = a.job_id)
                  UNION ALL
-                 SELECT 'attempts' FROM attempts t
+                 SELECT 'attempts without their activity' FROM attempts t
                   WHERE NOT EXISTS (SELECT 1 FROM activities a
                                      WHERE a.owner_id = t.owner_id AND a.id = t.activity_id AND a.job_id = t.job_id)
                  UNION ALL
-                 SELECT 'timers' FROM timers t
+                 SELECT 'timers without their job' FROM timers t
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = t.owner_id AND j.id = t.job_id)
                  UNION ALL
-                 SELECT 'signals' FROM signals s
+                 SELECT 'signals without their job' FROM signals s
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = s.owner_id AND j.id = s.job_id)
                  UNION ALL
-                 SELECT 'workflow_patches' FROM workflow_patches p
-                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = p.owner_id AND j.id = p.job_id)",
+                 SELECT 'workflow_patches without their job' FROM workflow_patches p
+                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = p.owner_id AND j.id = p.job_id)
+                 UNION ALL
+                 SELECT 'job ' || CAST(e.job_id AS TEXT) || ': events numbered with a gap or twice'
+                   FROM job_events e GROUP BY e.owner_id, e.job_id
+                 HAVING min(e.seq) <> 1 OR max(e.seq) <> count(*) OR count(DISTINCT e.seq) <> count(*)
+                 UNION ALL
+                 SELECT 'job ' || CAST(j.id AS TEXT) || ': no events' FROM jobs j
+                  WHERE NOT EXISTS (SELECT 1 FROM job_events e WHERE e.owner_id = j.owner_id AND e.job_id = j.id)
+                 UNION ALL
+                 SELECT 'activity ' || CAST(a.id AS TEXT) || ': completed_by names no succeeded attempt of it'
+                   FROM activities a
+                  WHERE a.completed_by IS NOT NULL
+                    AND NOT EXISTS (SELECT 1 FROM attempts t
+                                     WHERE t.owner_id = a.owner_id AND t.activity_id = a.id
+                                       AND t.id = a.completed_by AND t.status = 'succeeded')
+                 UNION ALL
+                 SELECT 'activity ' || CAST(a.id AS TEXT) || ': attempt ' || CAST(t.id AS TEXT)
+                        || ' succeeded but is not its completed_by'
+                   FROM attempts t JOIN activities a ON a.owner_id = t.owner_id AND a.id = t.activity_id
+                  WHERE t.status = 'succeeded' AND a.completed_by IS DISTINCT FROM t.id
+                 UNION ALL
+                 SELECT 'job ' || CAST(j.id AS TEXT) || ': completed_by names no succeeded attempt of it'
+                   FROM jobs j
+                  WHERE j.completed_by IS NOT NULL
+                    AND NOT EXISTS (SELECT 1 FROM attempts t
+                                     WHERE t.owner_id = j.owner_id AND t.job_id = j.id
+                                       AND t.id = j.completed_by AND t.status = 'succeeded')
+                 UNION ALL
+                 SELECT 'activity job ' || CAST(j.id AS TEXT) || ': completed_by or result not its activity''s'
+                   FROM jobs j JOIN activities a ON a.owner_id = j.owner_id AND a.job_id = j.id
+                  WHERE j.kind = 'activity' AND j.completed_by IS NOT NULL
+                    AND (a.completed_by IS DISTINCT FROM j.completed_by OR a.result IS DISTINCT FROM j.result)",
             )
             .await;
         assert!(
-            orphans.is_empty(),
-            "rows without their parent, by table: {orphans:?}"
+            broken.is_empty(),
+            "the database holds states no rule allows: {broken:?}"
         );
     }
 

@@ -78,9 +78,17 @@ rules! {
         let cancelled = engine.submit(ALICE, "cancelled", &llm_job(json!({}), quick_options())).await.unwrap().job.id;
         assert_eq!(engine.cancel_job(&owner(ALICE), cancelled).await.unwrap().status, JobStatus::Cancelled);
         // Finished as long ago, but one of its attempts is still live (its late result
-        // must still find the job).
+        // must still find the job): beside the winner, a second attempt left `unknown`.
         let with_live_attempt = finished(&engine, "with-live-attempt").await;
-        db.execute(&format!("UPDATE attempts SET status = 'unknown' WHERE job_id = '{with_live_attempt}'")).await.unwrap();
+        let live_id = match db.backend() {
+            onceflow_tests::Backend::Postgres => format!("CAST('{}' AS uuid)", Uuid::now_v7()),
+            onceflow_tests::Backend::Sqlite => format!("'{}'", Uuid::now_v7()),
+        };
+        db.execute(&format!(
+            "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, available_at, created_at)
+             SELECT owner_id, {live_id}, activity_id, job_id, 2, activity, task_queue, provider, 'unknown', available_at, created_at
+             FROM attempts WHERE job_id = '{with_live_attempt}'"
+        )).await.unwrap();
         // Submitted as long ago, never finished.
         let queued = engine.submit(ALICE, "queued", &llm_job(json!({}), quick_options())).await.unwrap().job.id;
         let old = db.clock().await;

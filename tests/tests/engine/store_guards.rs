@@ -199,3 +199,79 @@ async fn the_integrity_check_finds_attempts_without_their_activity_or_with_anoth
     })
     .await;
 }
+
+/// The integrity check sees the states no rule allows beyond orphans, on every store: a
+/// gap in a job's history, a `completed_by` that names an attempt that did not succeed,
+/// a succeeded attempt that is not its activity's winner, and an activity job whose
+/// result is not its activity's. Each is made by hand on a fresh database holding one
+/// succeeded job, which passes the check before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_integrity_check_finds_gaps_in_a_history_and_slots_no_succeeded_attempt_won() {
+    onceflow_tests::time_limit(async {
+        use futures::FutureExt;
+        use onceflow_engine::model::CompletionOutcome;
+        use onceflow_tests::result_of;
+        for backend in [Backend::Postgres, Backend::Sqlite] {
+            for (name, breakage) in [
+                (
+                    "a gap in the history",
+                    "DELETE FROM job_events WHERE seq = 2",
+                ),
+                (
+                    "a history without its first event",
+                    "DELETE FROM job_events WHERE seq = 1",
+                ),
+                (
+                    "a winner that did not succeed",
+                    "UPDATE attempts SET status = 'failed'",
+                ),
+                (
+                    "a succeeded attempt that is not the winner",
+                    "UPDATE activities SET completed_by = NULL",
+                ),
+                (
+                    "a job won by no attempt",
+                    "UPDATE jobs SET completed_by = id",
+                ),
+                (
+                    "a job result that is not its activity's",
+                    "UPDATE jobs SET result = '{\"text\": \"other\"}'",
+                ),
+            ] {
+                let db = TestDb::new(backend).await;
+                let engine = db.engine();
+                engine
+                    .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+                    .await
+                    .unwrap();
+                let task = claim_one(&engine, "primary-llm").await;
+                let won = engine
+                    .complete(
+                        &Scope::AllOwners,
+                        task.attempt_id,
+                        &result_of(&task, json!({"text": "real"})),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(won, CompletionOutcome::Won);
+                db.assert_integrity().await;
+                let changed = db
+                    .execute(breakage)
+                    .await
+                    .unwrap_or_else(|e| panic!("{backend:?}, {name}: {e}"));
+                assert!(
+                    changed > 0,
+                    "{backend:?}, {name}: the breakage changed a row"
+                );
+                let checked = std::panic::AssertUnwindSafe(db.assert_integrity())
+                    .catch_unwind()
+                    .await;
+                assert!(
+                    checked.is_err(),
+                    "{backend:?}, {name}: the integrity check must fail"
+                );
+            }
+        }
+    })
+    .await;
+}
