@@ -122,11 +122,35 @@ rules! {
 
     async fn a_claim_never_takes_an_attempt_that_is_not_scheduled(db) {
         let engine = db.engine();
-        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
-        let attempt = job.activities[0].attempts[0].id;
-        engine.cancel_attempt("ops", attempt, "not wanted").await.unwrap();
-        let tasks = onceflow_tests::claim(&engine, &Scope::AllOwners, "w", "primary-llm", 10).await;
-        assert!(tasks.iter().all(|t| t.attempt_id != attempt));
+        // One job per status an attempt can have besides `scheduled`, and one left
+        // `scheduled`. Each attempt is moved by hand, everything else kept as a claimable
+        // attempt's (queue, activity, provider, available now): only the status guard in
+        // the claim's SQL stands between it and the claim.
+        let others = ["started", "unknown", "succeeded", "lost", "failed", "invalid", "expired", "cancelled"];
+        let mut attempts = Vec::new();
+        for status in others.iter().chain(&["scheduled"]) {
+            let job = engine.submit(ALICE, status, &llm_job(json!({}), quick_options())).await.unwrap().job;
+            let attempt = job.activities[0].attempts[0].id;
+            if *status != "scheduled" {
+                let moved = db.execute(&format!("UPDATE attempts SET status = '{status}' WHERE id = '{attempt}'")).await.unwrap();
+                assert_eq!(moved, 1, "{status}");
+            }
+            if *status == "succeeded" {
+                // As a winner leaves it: its activity's and its job's slot name it.
+                db.execute(&format!("UPDATE activities SET status = 'succeeded', completed_by = '{attempt}', result = '{{}}' WHERE job_id = '{}'", job.id)).await.unwrap();
+                db.execute(&format!("UPDATE jobs SET status = 'succeeded', completed_by = '{attempt}', result = '{{}}' WHERE id = '{}'", job.id)).await.unwrap();
+            }
+            attempts.push((*status, attempt));
+        }
+        let scheduled = attempts.last().expect("the scheduled one").1;
+        let tasks = onceflow_tests::claim(&engine, &Scope::AllOwners, "w", "primary-llm", 100).await;
+        let taken: Vec<Uuid> = tasks.iter().map(|t| t.attempt_id).collect();
+        let names: Vec<&str> = taken.iter().map(|id| attempts.iter().find(|(_, a)| a == id).map_or("?", |(s, _)| *s)).collect();
+        assert_eq!(taken, vec![scheduled], "only the scheduled attempt is claimed, not: {names:?}");
+        let statuses = db.strings("SELECT status FROM attempts ORDER BY status").await;
+        let mut expected: Vec<String> = others.iter().map(|s| s.to_string()).chain(["started".to_owned()]).collect();
+        expected.sort();
+        assert_eq!(statuses, expected, "the others were left as they were");
     }
 
     async fn a_replay_that_waited_on_a_job_whose_holder_wrote_events_loses_whole(db) {
