@@ -271,38 +271,6 @@ rules! {
         tx.commit().await.unwrap();
     }
 
-    async fn a_locked_attempt_is_read_as_the_previous_holder_of_its_job_left_it(db) {
-        let engine = db.engine();
-        let task = held_jobs(&engine, 1).await.remove(0);
-        let store = db.store();
-        let mut holder = store.begin().await.unwrap();
-        holder.lock_job(ALICE, task.job_id).await.unwrap().expect("job");
-        let moved = holder
-            .finish_attempt(&AttemptEnding { owner: ALICE, attempt_id: task.attempt_id, from: &[AttemptStatus::Started], to: AttemptStatus::Failed, error: None, outcome: Some(CompletionOutcome::Recorded) })
-            .await
-            .unwrap();
-        assert!(moved);
-        let waiter = tokio::spawn({
-            let store = store.clone();
-            async move {
-                let mut tx = store.begin().await.unwrap();
-                let locked = tx.lock_jobs_of_attempts(&[task.attempt_id]).await.unwrap();
-                tx.commit().await.unwrap();
-                locked.into_iter().map(|l| (l.attempt.status, l.attempt.completion_outcome)).collect::<Vec<_>>()
-            }
-        });
-        if db.backend() == onceflow_tests::Backend::Postgres {
-            // The waiter's statement has started (and taken its snapshot) and waits for the job.
-            onceflow_tests::wait_for("the waiter to wait for the job's lock", std::time::Duration::from_secs(10), || async {
-                db.lock_waiters().await > 0
-            })
-            .await;
-        }
-        holder.commit().await.unwrap();
-        let seen = waiter.await.unwrap();
-        assert_eq!(seen, vec![(AttemptStatus::Failed, Some(CompletionOutcome::Recorded))], "not the snapshot taken before the wait");
-    }
-
     async fn a_completion_batch_finds_no_attempt_of_another_owner(db) {
         let engine = db.engine();
         let tasks = held_jobs(&engine, 2).await;
@@ -431,6 +399,71 @@ rules! {
         let (items, flushes) = batch_sizes(&engine, "heartbeats").await;
         assert!(flushes > 0.0 && items > flushes, "concurrent heartbeats shared flushes: {items} items in {flushes} flushes");
     }
+}
+
+/// Locking the jobs of a batch of completions reads each attempt as the transaction that
+/// held its job left it, not as the snapshot taken when the statement began to wait.
+///
+/// PostgreSQL only: it needs a statement that is seen waiting for the job's row lock with
+/// a snapshot older than the holder's commit. On SQLite every write transaction holds the
+/// database's one write lock from its `BEGIN`, so nothing reads before the holder commits
+/// and nothing can be seen waiting: the test would pass there whether or not the two ever
+/// met.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_locked_attempt_is_read_as_the_previous_holder_of_its_job_left_it() {
+    use onceflow_tests::{Backend, TestDb};
+    onceflow_tests::time_limit(async {
+        let db = TestDb::new(Backend::Postgres).await;
+        let engine = db.engine();
+        let task = held_jobs(&engine, 1).await.remove(0);
+        let store = db.store();
+        let mut holder = store.begin().await.unwrap();
+        holder
+            .lock_job(ALICE, task.job_id)
+            .await
+            .unwrap()
+            .expect("job");
+        let moved = holder
+            .finish_attempt(&AttemptEnding {
+                owner: ALICE,
+                attempt_id: task.attempt_id,
+                from: &[AttemptStatus::Started],
+                to: AttemptStatus::Failed,
+                error: None,
+                outcome: Some(CompletionOutcome::Recorded),
+            })
+            .await
+            .unwrap();
+        assert!(moved);
+        let waiter = tokio::spawn({
+            let store = store.clone();
+            async move {
+                let mut tx = store.begin().await.unwrap();
+                let locked = tx.lock_jobs_of_attempts(&[task.attempt_id]).await.unwrap();
+                tx.commit().await.unwrap();
+                locked
+                    .into_iter()
+                    .map(|l| (l.attempt.status, l.attempt.completion_outcome))
+                    .collect::<Vec<_>>()
+            }
+        });
+        // The waiter's statement has started (and taken its snapshot) and waits for the job.
+        onceflow_tests::wait_for(
+            "the waiter to wait for the job's lock",
+            std::time::Duration::from_secs(10),
+            || async { db.lock_waiters().await > 0 },
+        )
+        .await;
+        holder.commit().await.unwrap();
+        let seen = waiter.await.unwrap();
+        assert_eq!(
+            seen,
+            vec![(AttemptStatus::Failed, Some(CompletionOutcome::Recorded))],
+            "not the snapshot taken before the wait"
+        );
+        db.assert_integrity().await;
+    })
+    .await;
 }
 
 /// The value of a counter in the engine's metrics.

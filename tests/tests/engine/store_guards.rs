@@ -152,34 +152,63 @@ rules! {
         expected.sort();
         assert_eq!(statuses, expected, "the others were left as they were");
     }
+}
 
-    async fn a_replay_that_waited_on_a_job_whose_holder_wrote_events_loses_whole(db) {
+/// A replay numbered in one statement that waited for its job's lock while the holder
+/// appended an event loses whole; the history stays 1, 2, 3…
+///
+/// PostgreSQL only: it needs a replay that is seen waiting for the job's row lock. On
+/// SQLite every write transaction holds the database's one write lock from its `BEGIN`,
+/// so a replay never reads before the holder commits and nothing can be seen waiting: the
+/// test would pass there whether or not the two ever met.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replay_that_waited_on_a_job_whose_holder_wrote_events_loses_whole() {
+    onceflow_tests::time_limit(async {
+        let db = TestDb::new(Backend::Postgres).await;
         let engine = db.engine();
-        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let job = engine
+            .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+            .await
+            .unwrap()
+            .job;
         let store = db.store();
         // Another writer holds the job and appends to its history.
         let mut holder = store.begin().await.unwrap();
         let row = holder.lock_job(ALICE, job.id).await.unwrap().unwrap();
-        let event = NewEvent { owner_id: ALICE.into(), job_id: job.id, kind: "job_replayed", attempt_id: None, actor: "client:alice".into(), data: json!({}) };
+        let event = NewEvent {
+            owner_id: ALICE.into(),
+            job_id: job.id,
+            kind: "job_replayed",
+            attempt_id: None,
+            actor: "client:alice".into(),
+            data: json!({}),
+        };
         holder.append_events(&[event]).await.unwrap();
-        let replay = NewReplay { owner_id: ALICE.into(), idempotency_key: "k".into(), fingerprint: row.fingerprint, actor: "client:alice".into(), data: json!({}) };
+        let replay = NewReplay {
+            owner_id: ALICE.into(),
+            idempotency_key: "k".into(),
+            fingerprint: row.fingerprint,
+            actor: "client:alice".into(),
+            data: json!({}),
+        };
         let replaying = tokio::spawn({
             let store = store.clone();
             async move { onceflow_engine::domain::replay(store.as_ref(), &[replay]).await }
         });
-        if db.backend() == onceflow_tests::Backend::Postgres {
-            // The replay waits on the job's lock (on Citus, on the job's shard).
-            while db.lock_waiters().await == 0 {
-                tokio::task::yield_now().await;
-            }
+        // The replay waits on the job's lock (on Citus, on the job's shard).
+        while db.lock_waiters().await == 0 {
+            tokio::task::yield_now().await;
         }
         holder.commit().await.unwrap();
         let replayed = replaying.await.unwrap();
         // On Citus the store has no one-statement replay: the domain composes it from a
         // transaction's statements (as on SQLite), which number after the lock.
-        if db.backend() == onceflow_tests::Backend::Postgres && !onceflow_tests::on_citus() {
+        if !onceflow_tests::on_citus() {
             // Its numbers were read before the holder's event: it loses whole.
-            assert!(replayed.is_err(), "a replay numbered from a stale history must fail: {replayed:?}");
+            assert!(
+                replayed.is_err(),
+                "a replay numbered from a stale history must fail: {replayed:?}"
+            );
         }
         // Either way the history is numbered 1, 2, 3… and holds one event per writer that won.
         let events = engine.job_events(&Scope::AllOwners, job.id).await.unwrap();
@@ -187,7 +216,9 @@ rules! {
         assert_eq!(seqs, (1..=events.len() as i64).collect::<Vec<_>>());
         let replays = events.iter().filter(|e| e.kind == "job_replayed").count();
         assert_eq!(replays, 1 + usize::from(replayed.is_ok()), "{events:?}");
-    }
+        db.assert_integrity().await;
+    })
+    .await;
 }
 
 /// PostgreSQL keeps no foreign keys on the hot tables, so the harness's integrity check
