@@ -1,7 +1,7 @@
 //! Prometheus metrics (`GET /metrics`). Counters and histograms count what this process
 //! did; gauges are read from the database at scrape time, so they are the same on every
-//! engine. Every name starts with `onceflow_`; `docs/operations.md` lists them with
-//! suggested alerts.
+//! engine, but for the process's own (runtime threads, waiting long-polls). Every name
+//! starts with `onceflow_`; `docs/operations.md` lists them with suggested alerts.
 
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
@@ -32,6 +32,8 @@ pub struct Metrics {
     oldest_unknown_age: IntGauge,
     /// The async runtime's threads, set at scrape time.
     runtime_threads: IntGauge,
+    /// Long-polls of this process waiting for work now.
+    long_polls_waiting: IntGauge,
     pub(crate) submit_seconds: Histogram,
     pub(crate) schedule_to_start_seconds: Histogram,
     pub(crate) attempt_seconds: Histogram,
@@ -142,9 +144,16 @@ impl Default for Metrics {
             "Threads of this process's async runtime (`--threads`).",
         )
         .unwrap_or_else(|e| panic!("metric: {e}"));
-        registry
-            .register(Box::new(runtime_threads.clone()))
-            .unwrap_or_else(|e| panic!("register: {e}"));
+        let long_polls_waiting = IntGauge::new(
+            "onceflow_long_polls_waiting",
+            "Long-polls of this process waiting for work now (their claim found none).",
+        )
+        .unwrap_or_else(|e| panic!("metric: {e}"));
+        for g in [&runtime_threads, &long_polls_waiting] {
+            registry
+                .register(Box::new(g.clone()))
+                .unwrap_or_else(|e| panic!("register: {e}"));
+        }
         Metrics {
             jobs_created: counter(&registry, "onceflow_jobs_created_total", "Jobs created by a submission."),
             jobs_replayed: counter(&registry, "onceflow_jobs_replayed_total", "Submissions answered with an existing job (same key, same request)."),
@@ -167,6 +176,7 @@ impl Default for Metrics {
             blocked_activities,
             oldest_unknown_age,
             runtime_threads,
+            long_polls_waiting,
             registry,
         }
     }
@@ -248,6 +258,12 @@ impl Metrics {
         self.pass_item_failures.with_label_values(&[pass]).inc();
     }
 
+    /// Counts a long-poll as waiting for work until the answer is dropped.
+    pub(crate) fn long_poll_waiting(&self) -> LongPollWaiting {
+        self.long_polls_waiting.inc();
+        LongPollWaiting(self.long_polls_waiting.clone())
+    }
+
     /// Sets the gauges read from the database.
     pub(crate) fn set_gauges(&self, live: &[(String, i64)], oldest_unknown_age_s: i64) {
         for status in ["scheduled", "started", "unknown"] {
@@ -275,5 +291,14 @@ impl Metrics {
             tracing::warn!(error = %e, "metrics encoding failed");
         }
         String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+/// A long-poll counted in `onceflow_long_polls_waiting` while this lives.
+pub(crate) struct LongPollWaiting(IntGauge);
+
+impl Drop for LongPollWaiting {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

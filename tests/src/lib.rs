@@ -332,38 +332,78 @@ impl TestDb {
         }
     }
 
-    /// Panics if a row is without its parent: an event, activity or timer
-    /// without its job, an attempt without its activity or with a job other than its
-    /// activity's. The rules check it after each test, on every store: PostgreSQL keeps
-    /// no foreign key on `job_events`, `activities` or `attempts` (the hot path's rows
-    /// rely on the statements that write them creating or holding their parents), so
-    /// this is where a statement that wrote an orphan would show.
+    /// Panics if the database holds a state no rule allows, on every store, after each
+    /// rule:
+    /// - a row without its parent: an event, activity, timer, signal or patch without
+    ///   its job, an attempt without its activity or with a job other than its
+    ///   activity's (PostgreSQL keeps no foreign key on `job_events`, `activities` or
+    ///   `attempts`: the hot path's rows rely on the statements that write them creating
+    ///   or holding their parents, so this is where a statement that wrote an orphan
+    ///   would show);
+    /// - a job's history with a gap: its events are numbered 1, 2, …, n (`max(seq) + 1`
+    ///   under the job's lock), none missing, none twice, and every job has its first;
+    /// - a slot won by no attempt: an activity's or a job's `completed_by` names one
+    ///   `succeeded` attempt of that activity or job, and no other attempt of the
+    ///   activity `succeeded` (invariant 4: exactly one winner);
+    /// - an activity job whose result is not its activity's: its `completed_by` and
+    ///   `result` are those of its activity.
     pub async fn assert_integrity(&self) {
-        let orphans = self
+        let broken = self
             .strings(
-                "SELECT 'job_events' FROM job_events e
+                "SELECT 'job_events without their job' FROM job_events e
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = e.owner_id AND j.id = e.job_id)
                  UNION ALL
-                 SELECT 'activities' FROM activities a
+                 SELECT 'activities without their job' FROM activities a
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = a.owner_id AND j.id = a.job_id)
                  UNION ALL
-                 SELECT 'attempts' FROM attempts t
+                 SELECT 'attempts without their activity' FROM attempts t
                   WHERE NOT EXISTS (SELECT 1 FROM activities a
                                      WHERE a.owner_id = t.owner_id AND a.id = t.activity_id AND a.job_id = t.job_id)
                  UNION ALL
-                 SELECT 'timers' FROM timers t
+                 SELECT 'timers without their job' FROM timers t
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = t.owner_id AND j.id = t.job_id)
                  UNION ALL
-                 SELECT 'signals' FROM signals s
+                 SELECT 'signals without their job' FROM signals s
                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = s.owner_id AND j.id = s.job_id)
                  UNION ALL
-                 SELECT 'workflow_patches' FROM workflow_patches p
-                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = p.owner_id AND j.id = p.job_id)",
+                 SELECT 'workflow_patches without their job' FROM workflow_patches p
+                  WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.owner_id = p.owner_id AND j.id = p.job_id)
+                 UNION ALL
+                 SELECT 'job ' || CAST(e.job_id AS TEXT) || ': events numbered with a gap or twice'
+                   FROM job_events e GROUP BY e.owner_id, e.job_id
+                 HAVING min(e.seq) <> 1 OR max(e.seq) <> count(*) OR count(DISTINCT e.seq) <> count(*)
+                 UNION ALL
+                 SELECT 'job ' || CAST(j.id AS TEXT) || ': no events' FROM jobs j
+                  WHERE NOT EXISTS (SELECT 1 FROM job_events e WHERE e.owner_id = j.owner_id AND e.job_id = j.id)
+                 UNION ALL
+                 SELECT 'activity ' || CAST(a.id AS TEXT) || ': completed_by names no succeeded attempt of it'
+                   FROM activities a
+                  WHERE a.completed_by IS NOT NULL
+                    AND NOT EXISTS (SELECT 1 FROM attempts t
+                                     WHERE t.owner_id = a.owner_id AND t.activity_id = a.id
+                                       AND t.id = a.completed_by AND t.status = 'succeeded')
+                 UNION ALL
+                 SELECT 'activity ' || CAST(a.id AS TEXT) || ': attempt ' || CAST(t.id AS TEXT)
+                        || ' succeeded but is not its completed_by'
+                   FROM attempts t JOIN activities a ON a.owner_id = t.owner_id AND a.id = t.activity_id
+                  WHERE t.status = 'succeeded' AND a.completed_by IS DISTINCT FROM t.id
+                 UNION ALL
+                 SELECT 'job ' || CAST(j.id AS TEXT) || ': completed_by names no succeeded attempt of it'
+                   FROM jobs j
+                  WHERE j.completed_by IS NOT NULL
+                    AND NOT EXISTS (SELECT 1 FROM attempts t
+                                     WHERE t.owner_id = j.owner_id AND t.job_id = j.id
+                                       AND t.id = j.completed_by AND t.status = 'succeeded')
+                 UNION ALL
+                 SELECT 'activity job ' || CAST(j.id AS TEXT) || ': completed_by or result not its activity''s'
+                   FROM jobs j JOIN activities a ON a.owner_id = j.owner_id AND a.job_id = j.id
+                  WHERE j.kind = 'activity' AND j.completed_by IS NOT NULL
+                    AND (a.completed_by IS DISTINCT FROM j.completed_by OR a.result IS DISTINCT FROM j.result)",
             )
             .await;
         assert!(
-            orphans.is_empty(),
-            "rows without their parent, by table: {orphans:?}"
+            broken.is_empty(),
+            "the database holds states no rule allows: {broken:?}"
         );
     }
 
@@ -668,10 +708,79 @@ pub async fn reap_until_unknown(engine: &Engine, job_id: uuid::Uuid, attempt_id:
     .await;
 }
 
+/// How long a test may take before it fails: a hang fails the test with its name instead
+/// of stalling the run. Generous, for a loaded machine: the slowest rules take well under
+/// a minute. The few tests that restart whole clusters take [`LONG_TEST_TIME_LIMIT`]
+/// ([`time_limit_of`]).
+pub const TEST_TIME_LIMIT: Duration = Duration::from_secs(300);
+
+/// The time limit of the tests that stop, restart or fail over whole PostgreSQL clusters
+/// and engine fleets under load (`http/restart.rs`, `http/rolling_restart.rs`,
+/// `http/failover_db.rs`): their own waits add up to minutes on a loaded machine.
+pub const LONG_TEST_TIME_LIMIT: Duration = Duration::from_secs(900);
+
+/// Runs a test's body within [`TEST_TIME_LIMIT`]; past it, fails naming the test.
+/// Every plain `#[tokio::test]` wraps its body in it (the `rules!` tests get it from the
+/// macro):
+///
+/// ```text
+/// #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+/// async fn some_rule() {
+///     onceflow_tests::time_limit(async { … }).await;
+/// }
+/// ```
+pub async fn time_limit<F: Future<Output = ()>>(test: F) {
+    time_limit_of(TEST_TIME_LIMIT, test).await;
+}
+
+/// [`time_limit`] with a limit of the test's own.
+pub async fn time_limit_of<F: Future<Output = ()>>(limit: Duration, test: F) {
+    // The test harness runs each test on a thread named after it.
+    let name = test_name();
+    if tokio::time::timeout(limit, test).await.is_err() {
+        panic!("test {name} did not finish within its time limit of {limit:?}");
+    }
+}
+
+/// [`time_limit`] for a test that is not async: its body runs on a thread of its own
+/// (named as the test), and the test fails when it has not returned within
+/// [`TEST_TIME_LIMIT`] (the thread is left behind; the test binary ends without it).
+pub fn time_limit_blocking<F: FnOnce() + Send + 'static>(test: F) {
+    let name = test_name();
+    let (done, finished) = std::sync::mpsc::channel();
+    let body = std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            test();
+            let _ = done.send(());
+        })
+        .expect("start the test's thread");
+    match finished.recv_timeout(TEST_TIME_LIMIT) {
+        Ok(()) => body.join().expect("the test's thread ended"),
+        // The body panicked before it could say it was done: fail with its panic.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match body.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("a body that returned said so"),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("test {name} did not finish within its time limit of {TEST_TIME_LIMIT:?}")
+        }
+    }
+}
+
+/// The name of the running test: the name of the thread the test harness runs it on.
+fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("(a test whose thread has no name)")
+        .to_owned()
+}
+
 /// Declares rules of the engine as tests. Each rule runs on every store (the conformance
 /// suite): once on a fresh PostgreSQL database (`…::postgres::name`) and once on a fresh
 /// SQLite database (`…::sqlite::name`), each on a multi-threaded runtime so that
-/// concurrency in the test is real.
+/// concurrency in the test is real, and each within [`TEST_TIME_LIMIT`] (making the
+/// database and the integrity check after the rule included).
 ///
 /// ```text
 /// rules! {
@@ -690,9 +799,12 @@ macro_rules! rules {
                 $(#[$meta])*
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    let db = $crate::TestDb::new($crate::Backend::Postgres).await;
-                    super::$name(&db).await;
-                    db.assert_integrity().await;
+                    $crate::time_limit(async {
+                        let db = $crate::TestDb::new($crate::Backend::Postgres).await;
+                        super::$name(&db).await;
+                        db.assert_integrity().await;
+                    })
+                    .await;
                 }
             )*
         }
@@ -701,9 +813,12 @@ macro_rules! rules {
                 $(#[$meta])*
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    let db = $crate::TestDb::new($crate::Backend::Sqlite).await;
-                    super::$name(&db).await;
-                    db.assert_integrity().await;
+                    $crate::time_limit(async {
+                        let db = $crate::TestDb::new($crate::Backend::Sqlite).await;
+                        super::$name(&db).await;
+                        db.assert_integrity().await;
+                    })
+                    .await;
                 }
             )*
         }

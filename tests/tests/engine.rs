@@ -2,6 +2,7 @@
 //! PostgreSQL database. `docs/guarantees.md` maps each invariant to these tests.
 
 mod engine {
+    mod atomicity;
     mod batching;
     mod cancellation;
     mod citus;

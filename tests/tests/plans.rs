@@ -270,51 +270,57 @@ async fn insert_history(db: &TestDb) {
 /// and, older, wins the tie; a replay then read every job of its owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_keep_their_index_at_every_small_size() {
-    let db = TestDb::new(Backend::Postgres).await;
-    let engine = db.engine();
-    // Keys and inputs as long as real ones: the tie shows once a table has outgrown the
-    // ten pages PostgreSQL assumes of a table never vacuumed while it still holds about
-    // 200 rows, and the key index is larger than the primary key.
-    let input = json!({ "prompt": "x".repeat(200) });
-    let mut submitted = 0;
-    for size in [0, 50, 100, 150, 200, 250, 300, 400] {
-        while submitted < size {
-            engine
-                .submit(
-                    ALICE,
-                    &format!("checkout-session-{submitted:012}-retry"),
-                    &llm_job(input.clone(), quick_options()),
-                )
-                .await
-                .expect("submitted");
-            submitted += 1;
+    onceflow_tests::time_limit(async {
+        let db = TestDb::new(Backend::Postgres).await;
+        let engine = db.engine();
+        // Keys and inputs as long as real ones: the tie shows once a table has outgrown the
+        // ten pages PostgreSQL assumes of a table never vacuumed while it still holds about
+        // 200 rows, and the key index is larger than the primary key.
+        let input = json!({ "prompt": "x".repeat(200) });
+        let mut submitted = 0;
+        for size in [0, 50, 100, 150, 200, 250, 300, 400] {
+            while submitted < size {
+                engine
+                    .submit(
+                        ALICE,
+                        &format!("checkout-session-{submitted:012}-retry"),
+                        &llm_job(input.clone(), quick_options()),
+                    )
+                    .await
+                    .expect("submitted");
+                submitted += 1;
+            }
+            check_lookups_while_small(&db).await;
         }
-        check_lookups_while_small(&db).await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_queries_stay_on_partial_indexes_as_history_grows() {
-    let db = TestDb::new(Backend::Postgres).await;
-    let engine = db.engine();
-    // A few live jobs, and a large finished history beside them.
-    for i in 0..20 {
-        engine
-            .submit(
-                ALICE,
-                &format!("live-{i}"),
-                &llm_job(json!({}), quick_options()),
-            )
-            .await
-            .unwrap();
-    }
-    check_lookups_while_small(&db).await;
-    check_lookups_settle_on_a_cached_plan(&db).await;
-    insert_history(&db).await;
-    // As on a server whose autovacuum is off: no statistics at all.
-    check_plans(&db, "never analyzed").await;
-    db.execute("ANALYZE").await.expect("ANALYZE");
-    check_plans(&db, "analyzed").await;
+    onceflow_tests::time_limit(async {
+        let db = TestDb::new(Backend::Postgres).await;
+        let engine = db.engine();
+        // A few live jobs, and a large finished history beside them.
+        for i in 0..20 {
+            engine
+                .submit(
+                    ALICE,
+                    &format!("live-{i}"),
+                    &llm_job(json!({}), quick_options()),
+                )
+                .await
+                .unwrap();
+        }
+        check_lookups_while_small(&db).await;
+        check_lookups_settle_on_a_cached_plan(&db).await;
+        insert_history(&db).await;
+        // As on a server whose autovacuum is off: no statistics at all.
+        check_plans(&db, "never analyzed").await;
+        db.execute("ANALYZE").await.expect("ANALYZE");
+        check_plans(&db, "analyzed").await;
+    })
+    .await;
 }
 
 /// Statistics gathered while nothing was live (a quiet hour, then ANALYZE) estimate every
@@ -323,21 +329,24 @@ async fn hot_queries_stay_on_partial_indexes_as_history_grows() {
 /// attempts, scanned whole, looked free to the planner then), whatever work arrives after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_queries_hold_when_statistics_saw_nothing_live() {
-    let db = TestDb::new(Backend::Postgres).await;
-    insert_history(&db).await;
-    db.execute("ANALYZE").await.expect("ANALYZE");
-    let engine = db.engine();
-    for i in 0..20 {
-        engine
-            .submit(
-                ALICE,
-                &format!("burst-{i}"),
-                &llm_job(json!({}), quick_options()),
-            )
-            .await
-            .unwrap();
-    }
-    check_plans(&db, "analyzed while nothing was live").await;
+    onceflow_tests::time_limit(async {
+        let db = TestDb::new(Backend::Postgres).await;
+        insert_history(&db).await;
+        db.execute("ANALYZE").await.expect("ANALYZE");
+        let engine = db.engine();
+        for i in 0..20 {
+            engine
+                .submit(
+                    ALICE,
+                    &format!("burst-{i}"),
+                    &llm_job(json!({}), quick_options()),
+                )
+                .await
+                .unwrap();
+        }
+        check_plans(&db, "analyzed while nothing was live").await;
+    })
+    .await;
 }
 
 /// An activity job's row moves queued → running → succeeded by heap-only updates: no
@@ -346,71 +355,77 @@ async fn hot_queries_hold_when_statistics_saw_nothing_live() {
 /// is not heap-only).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn activity_job_claim_and_completion_add_no_job_index_entries() {
-    let db = TestDb::new(Backend::Postgres).await;
-    let engine = db.engine();
-    db.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
-        .await
-        .expect("pageinspect (PostgreSQL contrib)");
-    let entries = || db.count("SELECT count(*) FROM bt_page_items('jobs_pkey', 1)");
-    let created = engine
-        .submit(ALICE, "hot", &llm_job(json!({}), quick_options()))
-        .await
-        .expect("submitted");
-    assert_eq!(entries().await, 1, "one job, one entry");
-    let task = claim_one(&engine, "primary-llm").await;
-    assert_eq!(task.job_id, created.job.id);
-    assert_eq!(db.strings("SELECT status FROM jobs").await, ["running"]);
-    assert_eq!(
-        entries().await,
-        1,
-        "the claim's update of the job wrote an index entry"
-    );
-    engine
-        .complete(
-            &owner(ALICE),
-            task.attempt_id,
-            &result_of(&task, json!({"text": "done"})),
-        )
-        .await
-        .expect("completed");
-    assert_eq!(db.strings("SELECT status FROM jobs").await, ["succeeded"]);
-    assert_eq!(
-        entries().await,
-        1,
-        "the winning result's update of the job wrote an index entry"
-    );
+    onceflow_tests::time_limit(async {
+        let db = TestDb::new(Backend::Postgres).await;
+        let engine = db.engine();
+        db.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+            .await
+            .expect("pageinspect (PostgreSQL contrib)");
+        let entries = || db.count("SELECT count(*) FROM bt_page_items('jobs_pkey', 1)");
+        let created = engine
+            .submit(ALICE, "hot", &llm_job(json!({}), quick_options()))
+            .await
+            .expect("submitted");
+        assert_eq!(entries().await, 1, "one job, one entry");
+        let task = claim_one(&engine, "primary-llm").await;
+        assert_eq!(task.job_id, created.job.id);
+        assert_eq!(db.strings("SELECT status FROM jobs").await, ["running"]);
+        assert_eq!(
+            entries().await,
+            1,
+            "the claim's update of the job wrote an index entry"
+        );
+        engine
+            .complete(
+                &owner(ALICE),
+                task.attempt_id,
+                &result_of(&task, json!({"text": "done"})),
+            )
+            .await
+            .expect("completed");
+        assert_eq!(db.strings("SELECT status FROM jobs").await, ["succeeded"]);
+        assert_eq!(
+            entries().await,
+            1,
+            "the winning result's update of the job wrote an index entry"
+        );
+    })
+    .await;
 }
 
 /// docs/design.md's Scale-out: every table carries `owner_id` and every primary or unique key
 /// includes it, so the schema can be distributed by owner.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_unique_key_includes_the_owner() {
-    let db = TestDb::new(Backend::Postgres).await;
-    let without_owner = db
-        .strings(
-            "SELECT c.relname::text FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace
-               AND c.relname NOT LIKE '\\_sqlx%'
-               AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'owner_id' AND NOT a.attisdropped)
-             ORDER BY 1",
-        )
-        .await;
-    assert_eq!(
-        without_owner,
-        Vec::<String>::new(),
-        "tables without owner_id"
-    );
-    let unique_without_owner = db
-        .strings(
-            "SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
-             WHERE i.indisunique AND t.relnamespace = 'public'::regnamespace AND t.relname NOT LIKE '\\_sqlx%'
-               AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attname = 'owner_id'
-                                AND a.attnum = ANY (i.indkey::int2[]))
-             ORDER BY 1",
-        )
-        .await;
-    assert_eq!(
-        unique_without_owner,
-        Vec::<String>::new(),
-        "unique keys without owner_id"
-    );
+    onceflow_tests::time_limit(async {
+        let db = TestDb::new(Backend::Postgres).await;
+        let without_owner = db
+            .strings(
+                "SELECT c.relname::text FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace
+                   AND c.relname NOT LIKE '\\_sqlx%'
+                   AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'owner_id' AND NOT a.attisdropped)
+                 ORDER BY 1",
+            )
+            .await;
+        assert_eq!(
+            without_owner,
+            Vec::<String>::new(),
+            "tables without owner_id"
+        );
+        let unique_without_owner = db
+            .strings(
+                "SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
+                 WHERE i.indisunique AND t.relnamespace = 'public'::regnamespace AND t.relname NOT LIKE '\\_sqlx%'
+                   AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attname = 'owner_id'
+                                    AND a.attnum = ANY (i.indkey::int2[]))
+                 ORDER BY 1",
+            )
+            .await;
+        assert_eq!(
+            unique_without_owner,
+            Vec::<String>::new(),
+            "unique keys without owner_id"
+        );
+    })
+    .await;
 }

@@ -351,6 +351,12 @@ impl Engine {
             .await
     }
 
+    /// Counts a long-poll of this engine as waiting for work (the
+    /// `onceflow_long_polls_waiting` gauge) while the answer lives.
+    pub(crate) fn long_poll_waiting(&self) -> crate::metrics::LongPollWaiting {
+        self.metrics.long_poll_waiting()
+    }
+
     /// The Prometheus text of this engine's metrics, with the database gauges read now.
     pub async fn metrics_text(&self) -> Result<String, EngineError> {
         let (live, oldest_unknown_age_s) = self.store.live_attempt_counts().await?;

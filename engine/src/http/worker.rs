@@ -112,6 +112,8 @@ pub async fn poll(
             return Ok(Json(PollResponse { tasks, completions }));
         }
         let recheck = now + state.config.poll_recheck;
+        // Counted as waiting until woken, re-checking or done.
+        let _waiting = state.engine.long_poll_waiting();
         tokio::select! {
             _ = &mut woken => {}
             _ = tokio::time::sleep_until(recheck.min(deadline)) => {}

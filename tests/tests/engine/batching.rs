@@ -271,38 +271,6 @@ rules! {
         tx.commit().await.unwrap();
     }
 
-    async fn a_locked_attempt_is_read_as_the_previous_holder_of_its_job_left_it(db) {
-        let engine = db.engine();
-        let task = held_jobs(&engine, 1).await.remove(0);
-        let store = db.store();
-        let mut holder = store.begin().await.unwrap();
-        holder.lock_job(ALICE, task.job_id).await.unwrap().expect("job");
-        let moved = holder
-            .finish_attempt(&AttemptEnding { owner: ALICE, attempt_id: task.attempt_id, from: &[AttemptStatus::Started], to: AttemptStatus::Failed, error: None, outcome: Some(CompletionOutcome::Recorded) })
-            .await
-            .unwrap();
-        assert!(moved);
-        let waiter = tokio::spawn({
-            let store = store.clone();
-            async move {
-                let mut tx = store.begin().await.unwrap();
-                let locked = tx.lock_jobs_of_attempts(&[task.attempt_id]).await.unwrap();
-                tx.commit().await.unwrap();
-                locked.into_iter().map(|l| (l.attempt.status, l.attempt.completion_outcome)).collect::<Vec<_>>()
-            }
-        });
-        if db.backend() == onceflow_tests::Backend::Postgres {
-            // The waiter's statement has started (and taken its snapshot) and waits for the job.
-            onceflow_tests::wait_for("the waiter to wait for the job's lock", std::time::Duration::from_secs(10), || async {
-                db.lock_waiters().await > 0
-            })
-            .await;
-        }
-        holder.commit().await.unwrap();
-        let seen = waiter.await.unwrap();
-        assert_eq!(seen, vec![(AttemptStatus::Failed, Some(CompletionOutcome::Recorded))], "not the snapshot taken before the wait");
-    }
-
     async fn a_completion_batch_finds_no_attempt_of_another_owner(db) {
         let engine = db.engine();
         let tasks = held_jobs(&engine, 2).await;
@@ -433,6 +401,71 @@ rules! {
     }
 }
 
+/// Locking the jobs of a batch of completions reads each attempt as the transaction that
+/// held its job left it, not as the snapshot taken when the statement began to wait.
+///
+/// PostgreSQL only: it needs a statement that is seen waiting for the job's row lock with
+/// a snapshot older than the holder's commit. On SQLite every write transaction holds the
+/// database's one write lock from its `BEGIN`, so nothing reads before the holder commits
+/// and nothing can be seen waiting: the test would pass there whether or not the two ever
+/// met.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_locked_attempt_is_read_as_the_previous_holder_of_its_job_left_it() {
+    use onceflow_tests::{Backend, TestDb};
+    onceflow_tests::time_limit(async {
+        let db = TestDb::new(Backend::Postgres).await;
+        let engine = db.engine();
+        let task = held_jobs(&engine, 1).await.remove(0);
+        let store = db.store();
+        let mut holder = store.begin().await.unwrap();
+        holder
+            .lock_job(ALICE, task.job_id)
+            .await
+            .unwrap()
+            .expect("job");
+        let moved = holder
+            .finish_attempt(&AttemptEnding {
+                owner: ALICE,
+                attempt_id: task.attempt_id,
+                from: &[AttemptStatus::Started],
+                to: AttemptStatus::Failed,
+                error: None,
+                outcome: Some(CompletionOutcome::Recorded),
+            })
+            .await
+            .unwrap();
+        assert!(moved);
+        let waiter = tokio::spawn({
+            let store = store.clone();
+            async move {
+                let mut tx = store.begin().await.unwrap();
+                let locked = tx.lock_jobs_of_attempts(&[task.attempt_id]).await.unwrap();
+                tx.commit().await.unwrap();
+                locked
+                    .into_iter()
+                    .map(|l| (l.attempt.status, l.attempt.completion_outcome))
+                    .collect::<Vec<_>>()
+            }
+        });
+        // The waiter's statement has started (and taken its snapshot) and waits for the job.
+        onceflow_tests::wait_for(
+            "the waiter to wait for the job's lock",
+            std::time::Duration::from_secs(10),
+            || async { db.lock_waiters().await > 0 },
+        )
+        .await;
+        holder.commit().await.unwrap();
+        let seen = waiter.await.unwrap();
+        assert_eq!(
+            seen,
+            vec![(AttemptStatus::Failed, Some(CompletionOutcome::Recorded))],
+            "not the snapshot taken before the wait"
+        );
+        db.assert_integrity().await;
+    })
+    .await;
+}
+
 /// The value of a counter in the engine's metrics.
 async fn counter(engine: &Engine, name: &str) -> f64 {
     let text = engine.metrics_text().await.expect("metrics");
@@ -449,84 +482,87 @@ async fn counter(engine: &Engine, name: &str) -> f64 {
 /// the statement is a table lock.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn repeats_of_a_key_being_written_wait_for_it_and_are_replays() {
-    use onceflow_tests::{Backend, TestDb};
-    let db = TestDb::new(Backend::Postgres).await;
-    let engine = db.engine();
-    let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
-    sqlx::query("BEGIN")
-        .execute(&mut locker)
-        .await
-        .expect("begin");
-    sqlx::query("LOCK TABLE jobs IN SHARE MODE")
-        .execute(&mut locker)
-        .await
-        .expect("lock jobs");
-    let submit = |input: serde_json::Value| {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            engine
-                .submit(ALICE, "k", &llm_job(input, quick_options()))
-                .await
-        })
-    };
-    let first = submit(json!({ "n": 1 }));
-    // Wait until the first submission's statement waits on the lock.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while db.lock_waiters().await < 1 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first submission never reached its statement"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    let repeats: Vec<_> = (0..5).map(|_| submit(json!({ "n": 1 }))).collect();
-    let other = submit(json!({ "n": 2 }));
-    // Wait until all six wait for the first (a state, not a time).
-    let metric = "onceflow_submission_repeats_waited_total";
-    while counter(&engine, metric).await < 6.0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the repeats never waited for the first"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    sqlx::query("COMMIT")
-        .execute(&mut locker)
-        .await
-        .expect("release the lock");
+    onceflow_tests::time_limit(async {
+        use onceflow_tests::{Backend, TestDb};
+        let db = TestDb::new(Backend::Postgres).await;
+        let engine = db.engine();
+        let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
+        sqlx::query("BEGIN")
+            .execute(&mut locker)
+            .await
+            .expect("begin");
+        sqlx::query("LOCK TABLE jobs IN SHARE MODE")
+            .execute(&mut locker)
+            .await
+            .expect("lock jobs");
+        let submit = |input: serde_json::Value| {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                engine
+                    .submit(ALICE, "k", &llm_job(input, quick_options()))
+                    .await
+            })
+        };
+        let first = submit(json!({ "n": 1 }));
+        // Wait until the first submission's statement waits on the lock.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while db.lock_waiters().await < 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the first submission never reached its statement"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let repeats: Vec<_> = (0..5).map(|_| submit(json!({ "n": 1 }))).collect();
+        let other = submit(json!({ "n": 2 }));
+        // Wait until all six wait for the first (a state, not a time).
+        let metric = "onceflow_submission_repeats_waited_total";
+        while counter(&engine, metric).await < 6.0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the repeats never waited for the first"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        sqlx::query("COMMIT")
+            .execute(&mut locker)
+            .await
+            .expect("release the lock");
 
-    let created = first
-        .await
-        .expect("task")
-        .expect("the first submission creates the job");
-    assert!(!created.replayed);
-    for repeat in repeats {
-        let replay = repeat.await.expect("task").expect("a repeat is answered");
-        assert!(replay.replayed, "a repeat of the same request is a replay");
-        assert_eq!(replay.job.id, created.job.id);
+        let created = first
+            .await
+            .expect("task")
+            .expect("the first submission creates the job");
+        assert!(!created.replayed);
+        for repeat in repeats {
+            let replay = repeat.await.expect("task").expect("a repeat is answered");
+            assert!(replay.replayed, "a repeat of the same request is a replay");
+            assert_eq!(replay.job.id, created.job.id);
+            assert_eq!(
+                replay.job.activities.len(),
+                1,
+                "a replay shows the job as it is now"
+            );
+        }
+        match other.await.expect("task") {
+            Err(EngineError::IdempotencyKeyReused { job_id }) => assert_eq!(job_id, created.job.id),
+            answer => panic!("another request under the key must be refused, got {answer:?}"),
+        }
+        assert_eq!(db.count("SELECT count(*) FROM jobs").await, 1);
+        let events = event_types(&engine, created.job.id).await;
         assert_eq!(
-            replay.job.activities.len(),
-            1,
-            "a replay shows the job as it is now"
+            events.iter().filter(|e| *e == "job_replayed").count(),
+            5,
+            "one event per replay: {events:?}"
         );
-    }
-    match other.await.expect("task") {
-        Err(EngineError::IdempotencyKeyReused { job_id }) => assert_eq!(job_id, created.job.id),
-        answer => panic!("another request under the key must be refused, got {answer:?}"),
-    }
-    assert_eq!(db.count("SELECT count(*) FROM jobs").await, 1);
-    let events = event_types(&engine, created.job.id).await;
-    assert_eq!(
-        events.iter().filter(|e| *e == "job_replayed").count(),
-        5,
-        "one event per replay: {events:?}"
-    );
-    let (items, _) = batch_sizes(&engine, "submissions").await;
-    assert_eq!(
-        items, 1.0,
-        "only the first took a place in a submission statement"
-    );
-    db.assert_integrity().await;
+        let (items, _) = batch_sizes(&engine, "submissions").await;
+        assert_eq!(
+            items, 1.0,
+            "only the first took a place in a submission statement"
+        );
+        db.assert_integrity().await;
+    })
+    .await;
 }
 
 /// A worker's cycle on PostgreSQL: the claim runs beside the completions, on a
@@ -535,88 +571,91 @@ async fn repeats_of_a_key_being_written_wait_for_it_and_are_replays() {
 /// released the completion still wins by its own CAS.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_polls_claim_is_not_held_up_by_its_completions() {
-    use onceflow_tests::{Backend, TestDb};
-    let db = TestDb::new(Backend::Postgres).await;
-    let engine = db.engine();
-    let held = held_jobs(&engine, 1).await;
-    let t = &held[0];
-    engine
-        .submit(
-            ALICE,
-            "next",
-            &llm_job(json!({ "next": true }), quick_options()),
+    onceflow_tests::time_limit(async {
+        use onceflow_tests::{Backend, TestDb};
+        let db = TestDb::new(Backend::Postgres).await;
+        let engine = db.engine();
+        let held = held_jobs(&engine, 1).await;
+        let t = &held[0];
+        engine
+            .submit(
+                ALICE,
+                "next",
+                &llm_job(json!({ "next": true }), quick_options()),
+            )
+            .await
+            .unwrap();
+        // Another transaction holds the completed attempt's job.
+        let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
+        sqlx::query("BEGIN")
+            .execute(&mut locker)
+            .await
+            .expect("begin");
+        sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
+            .bind(t.job_id)
+            .execute(&mut locker)
+            .await
+            .expect("lock the job");
+        let cycle = {
+            let engine = engine.clone();
+            let completions = vec![(t.attempt_id, result_of(t, json!({ "text": "done" })))];
+            tokio::spawn(async move {
+                let request = onceflow_engine::ClaimRequest {
+                    worker_id: "w1".to_owned(),
+                    task_queue: "default".to_owned(),
+                    providers: vec![("generate".to_owned(), "primary-llm".to_owned())],
+                    max_tasks: 1,
+                };
+                engine
+                    .complete_and_claim(&owner(ALICE), &completions, &request)
+                    .await
+            })
+        };
+        // The claim commits while the completion waits for the lock (states, not times).
+        onceflow_tests::wait_for(
+            "the completion to wait for its job's lock",
+            std::time::Duration::from_secs(10),
+            || async { db.lock_waiters().await > 0 },
         )
-        .await
-        .unwrap();
-    // Another transaction holds the completed attempt's job.
-    let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
-    sqlx::query("BEGIN")
-        .execute(&mut locker)
-        .await
-        .expect("begin");
-    sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
-        .bind(t.job_id)
-        .execute(&mut locker)
-        .await
-        .expect("lock the job");
-    let cycle = {
-        let engine = engine.clone();
-        let completions = vec![(t.attempt_id, result_of(t, json!({ "text": "done" })))];
-        tokio::spawn(async move {
-            let request = onceflow_engine::ClaimRequest {
-                worker_id: "w1".to_owned(),
-                task_queue: "default".to_owned(),
-                providers: vec![("generate".to_owned(), "primary-llm".to_owned())],
-                max_tasks: 1,
-            };
-            engine
-                .complete_and_claim(&owner(ALICE), &completions, &request)
-                .await
-        })
-    };
-    // The claim commits while the completion waits for the lock (states, not times).
-    onceflow_tests::wait_for(
-        "the completion to wait for its job's lock",
-        std::time::Duration::from_secs(10),
-        || async { db.lock_waiters().await > 0 },
-    )
+        .await;
+        onceflow_tests::wait_for(
+            "the next job's attempt to start",
+            std::time::Duration::from_secs(10),
+            || async {
+                db.count("SELECT count(*) FROM attempts WHERE status = 'started'")
+                    .await
+                    == 2
+            },
+        )
+        .await;
+        assert!(
+            !cycle.is_finished(),
+            "the completion cannot be judged while its job is held"
+        );
+        sqlx::query("COMMIT")
+            .execute(&mut locker)
+            .await
+            .expect("release the job");
+        let (answers, tasks) = cycle
+            .await
+            .expect("the cycle's task")
+            .expect("the poll is valid");
+        assert_eq!(
+            answers
+                .into_iter()
+                .map(|a| a.map_err(|e| e.code()))
+                .collect::<Vec<_>>(),
+            vec![Ok(CompletionOutcome::Won)]
+        );
+        let tasks = tasks.expect("the claim succeeds");
+        assert_eq!(tasks.len(), 1);
+        assert_ne!(tasks[0].job_id, t.job_id);
+        assert_eq!(
+            engine.job(&owner(ALICE), t.job_id).await.unwrap().status,
+            JobStatus::Succeeded
+        );
+    })
     .await;
-    onceflow_tests::wait_for(
-        "the next job's attempt to start",
-        std::time::Duration::from_secs(10),
-        || async {
-            db.count("SELECT count(*) FROM attempts WHERE status = 'started'")
-                .await
-                == 2
-        },
-    )
-    .await;
-    assert!(
-        !cycle.is_finished(),
-        "the completion cannot be judged while its job is held"
-    );
-    sqlx::query("COMMIT")
-        .execute(&mut locker)
-        .await
-        .expect("release the job");
-    let (answers, tasks) = cycle
-        .await
-        .expect("the cycle's task")
-        .expect("the poll is valid");
-    assert_eq!(
-        answers
-            .into_iter()
-            .map(|a| a.map_err(|e| e.code()))
-            .collect::<Vec<_>>(),
-        vec![Ok(CompletionOutcome::Won)]
-    );
-    let tasks = tasks.expect("the claim succeeds");
-    assert_eq!(tasks.len(), 1);
-    assert_ne!(tasks[0].job_id, t.job_id);
-    assert_eq!(
-        engine.job(&owner(ALICE), t.job_id).await.unwrap().status,
-        JobStatus::Succeeded
-    );
 }
 
 /// Heartbeats share a statement, but one whose attempt another transaction holds (an
@@ -624,74 +663,79 @@ async fn a_polls_claim_is_not_held_up_by_its_completions() {
 /// path, which waits for that attempt alone and then extends its lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_heartbeat_waiting_for_its_attempt_does_not_hold_up_the_others() {
-    use onceflow_tests::{Backend, TestDb};
-    let db = TestDb::new(Backend::Postgres).await;
-    let engine = db.engine();
-    let held = held_jobs(&engine, 6).await;
-    let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
-    sqlx::query("BEGIN")
-        .execute(&mut locker)
-        .await
-        .expect("begin");
-    sqlx::query("SELECT 1 FROM attempts WHERE id = $1 FOR UPDATE")
-        .bind(held[0].attempt_id)
-        .execute(&mut locker)
-        .await
-        .expect("lock the attempt");
-    let waiting = {
-        let (engine, t) = (engine.clone(), held[0].clone());
-        tokio::spawn(async move {
-            engine
-                .heartbeat(
-                    &owner(ALICE),
-                    t.attempt_id,
-                    t.lease_token,
-                    Some(&json!({ "held": true })),
-                )
-                .await
-        })
-    };
-    onceflow_tests::wait_for(
-        "the held attempt's heartbeat to wait for its row",
-        std::time::Duration::from_secs(10),
-        || async { db.lock_waiters().await > 0 },
-    )
-    .await;
-    // The others are answered while that one still waits (states, not times: they could
-    // not finish at all if they queued behind it).
-    let (alice, other) = (owner(ALICE), json!({ "other": true }));
-    let others = join_all(
-        held[1..]
-            .iter()
-            .map(|t| engine.heartbeat(&alice, t.attempt_id, t.lease_token, Some(&other))),
-    );
-    let others = tokio::time::timeout(std::time::Duration::from_secs(30), others)
-        .await
-        .expect("the other heartbeats are answered while one attempt is held");
-    assert!(
-        others
-            .iter()
-            .all(|a| matches!(a, Ok(ack) if !ack.cancel_requested)),
-        "{others:?}"
-    );
-    assert!(
-        !waiting.is_finished(),
-        "the held attempt's heartbeat waits for its row"
-    );
-    sqlx::query("COMMIT")
-        .execute(&mut locker)
-        .await
-        .expect("release the attempt");
-    let ack = waiting
-        .await
-        .expect("the heartbeat's task")
-        .expect("its lease is extended once the row is free");
-    assert!(!ack.cancel_requested);
-    let written = db
-        .count("SELECT count(*) FROM attempts WHERE CAST(heartbeat_details AS TEXT) LIKE '%held%'")
+    onceflow_tests::time_limit(async {
+        use onceflow_tests::{Backend, TestDb};
+        let db = TestDb::new(Backend::Postgres).await;
+        let engine = db.engine();
+        let held = held_jobs(&engine, 6).await;
+        let mut locker = db.pg_connection().await.expect("a PostgreSQL connection");
+        sqlx::query("BEGIN")
+            .execute(&mut locker)
+            .await
+            .expect("begin");
+        sqlx::query("SELECT 1 FROM attempts WHERE id = $1 FOR UPDATE")
+            .bind(held[0].attempt_id)
+            .execute(&mut locker)
+            .await
+            .expect("lock the attempt");
+        let waiting = {
+            let (engine, t) = (engine.clone(), held[0].clone());
+            tokio::spawn(async move {
+                engine
+                    .heartbeat(
+                        &owner(ALICE),
+                        t.attempt_id,
+                        t.lease_token,
+                        Some(&json!({ "held": true })),
+                    )
+                    .await
+            })
+        };
+        onceflow_tests::wait_for(
+            "the held attempt's heartbeat to wait for its row",
+            std::time::Duration::from_secs(10),
+            || async { db.lock_waiters().await > 0 },
+        )
         .await;
-    assert_eq!(
-        written, 1,
-        "the held attempt's heartbeat wrote once it could"
-    );
+        // The others are answered while that one still waits (states, not times: they could
+        // not finish at all if they queued behind it).
+        let (alice, other) = (owner(ALICE), json!({ "other": true }));
+        let others = join_all(
+            held[1..]
+                .iter()
+                .map(|t| engine.heartbeat(&alice, t.attempt_id, t.lease_token, Some(&other))),
+        );
+        let others = tokio::time::timeout(std::time::Duration::from_secs(30), others)
+            .await
+            .expect("the other heartbeats are answered while one attempt is held");
+        assert!(
+            others
+                .iter()
+                .all(|a| matches!(a, Ok(ack) if !ack.cancel_requested)),
+            "{others:?}"
+        );
+        assert!(
+            !waiting.is_finished(),
+            "the held attempt's heartbeat waits for its row"
+        );
+        sqlx::query("COMMIT")
+            .execute(&mut locker)
+            .await
+            .expect("release the attempt");
+        let ack = waiting
+            .await
+            .expect("the heartbeat's task")
+            .expect("its lease is extended once the row is free");
+        assert!(!ack.cancel_requested);
+        let written = db
+            .count(
+                "SELECT count(*) FROM attempts WHERE CAST(heartbeat_details AS TEXT) LIKE '%held%'",
+            )
+            .await;
+        assert_eq!(
+            written, 1,
+            "the held attempt's heartbeat wrote once it could"
+        );
+    })
+    .await;
 }

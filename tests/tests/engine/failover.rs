@@ -151,6 +151,44 @@ rules! {
         assert_eq!(job.activities[0].attempts[1].provider, "fallback-llm");
     }
 
+    async fn an_owners_certification_never_unlocks_another_owners_failover(db) {
+        let engine = db.engine();
+        // Alice and bob hold the same contract for `generate` (one schema, one hash);
+        // only bob certified `fallback-llm` against it.
+        let bobs = certify(&engine, "bob", "fallback-llm").await;
+        let alices = engine.register_contract(ALICE, "generate", &text_schema()).await.unwrap();
+        assert_eq!(alices, bobs, "the same contract");
+        let job = engine.submit(ALICE, "automatic", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "bad request", false)).await.unwrap();
+        let failed = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!((failed.status, failed.error.as_ref().map(|e| e.code.as_str())), (JobStatus::Failed, Some("providers_exhausted")));
+        assert_eq!(failed.activities[0].attempts.len(), 1, "no attempt at bob's certified provider");
+        let events = engine.job_events(&owner(ALICE), job.id).await.unwrap();
+        let skipped = events.iter().find(|e| e.kind == "failover_skipped").expect("failover_skipped is logged");
+        assert_eq!(skipped.data["provider"], json!("fallback-llm"));
+        assert!(!events.iter().any(|e| e.kind == "failover"), "{events:?}");
+        // Nor by hand.
+        let mut manual = quick_options();
+        manual.failover = Failover::Manual;
+        let waiting = engine.submit(ALICE, "manual", &llm_job(json!({}), manual)).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "bad request", false)).await.unwrap();
+        assert_eq!(code_of(&engine.create_attempt(&owner(ALICE), waiting.id, 0, "fallback-llm").await), "provider_not_certified");
+        assert!(claim(&engine, &owner(ALICE), "w1", "fallback-llm", 1).await.is_empty());
+
+        // Alice's own certification is what opens the fallback to her jobs.
+        engine.record_certification(ALICE, "generate", "fallback-llm", &alices, true, json!({})).await.unwrap();
+        let created = engine.create_attempt(&owner(ALICE), waiting.id, 0, "fallback-llm").await.unwrap();
+        assert_eq!(created.provider, "fallback-llm");
+        let job = engine.submit(ALICE, "after", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let first = claim_one(&engine, "primary-llm").await;
+        assert_eq!(first.job_id, job.id);
+        engine.complete(&Scope::AllOwners, first.attempt_id, &error_of(&first, "bad request", false)).await.unwrap();
+        let view = engine.job(&owner(ALICE), job.id).await.unwrap();
+        assert_eq!(view.activities[0].attempts[1].provider, "fallback-llm");
+    }
+
     async fn platform_contracts_and_certifications_serve_every_owner(db) {
         let engine = db.engine();
         certify(&engine, "*", "fallback-llm").await;

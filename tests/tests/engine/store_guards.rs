@@ -122,40 +122,93 @@ rules! {
 
     async fn a_claim_never_takes_an_attempt_that_is_not_scheduled(db) {
         let engine = db.engine();
-        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
-        let attempt = job.activities[0].attempts[0].id;
-        engine.cancel_attempt("ops", attempt, "not wanted").await.unwrap();
-        let tasks = onceflow_tests::claim(&engine, &Scope::AllOwners, "w", "primary-llm", 10).await;
-        assert!(tasks.iter().all(|t| t.attempt_id != attempt));
+        // One job per status an attempt can have besides `scheduled`, and one left
+        // `scheduled`. Each attempt is moved by hand, everything else kept as a claimable
+        // attempt's (queue, activity, provider, available now): only the status guard in
+        // the claim's SQL stands between it and the claim.
+        let others = ["started", "unknown", "succeeded", "lost", "failed", "invalid", "expired", "cancelled"];
+        let mut attempts = Vec::new();
+        for status in others.iter().chain(&["scheduled"]) {
+            let job = engine.submit(ALICE, status, &llm_job(json!({}), quick_options())).await.unwrap().job;
+            let attempt = job.activities[0].attempts[0].id;
+            if *status != "scheduled" {
+                let moved = db.execute(&format!("UPDATE attempts SET status = '{status}' WHERE id = '{attempt}'")).await.unwrap();
+                assert_eq!(moved, 1, "{status}");
+            }
+            if *status == "succeeded" {
+                // As a winner leaves it: its activity's and its job's slot name it.
+                db.execute(&format!("UPDATE activities SET status = 'succeeded', completed_by = '{attempt}', result = '{{}}' WHERE job_id = '{}'", job.id)).await.unwrap();
+                db.execute(&format!("UPDATE jobs SET status = 'succeeded', completed_by = '{attempt}', result = '{{}}' WHERE id = '{}'", job.id)).await.unwrap();
+            }
+            attempts.push((*status, attempt));
+        }
+        let scheduled = attempts.last().expect("the scheduled one").1;
+        let tasks = onceflow_tests::claim(&engine, &Scope::AllOwners, "w", "primary-llm", 100).await;
+        let taken: Vec<Uuid> = tasks.iter().map(|t| t.attempt_id).collect();
+        let names: Vec<&str> = taken.iter().map(|id| attempts.iter().find(|(_, a)| a == id).map_or("?", |(s, _)| *s)).collect();
+        assert_eq!(taken, vec![scheduled], "only the scheduled attempt is claimed, not: {names:?}");
+        let statuses = db.strings("SELECT status FROM attempts ORDER BY status").await;
+        let mut expected: Vec<String> = others.iter().map(|s| s.to_string()).chain(["started".to_owned()]).collect();
+        expected.sort();
+        assert_eq!(statuses, expected, "the others were left as they were");
     }
+}
 
-    async fn a_replay_that_waited_on_a_job_whose_holder_wrote_events_loses_whole(db) {
+/// A replay numbered in one statement that waited for its job's lock while the holder
+/// appended an event loses whole; the history stays 1, 2, 3…
+///
+/// PostgreSQL only: it needs a replay that is seen waiting for the job's row lock. On
+/// SQLite every write transaction holds the database's one write lock from its `BEGIN`,
+/// so a replay never reads before the holder commits and nothing can be seen waiting: the
+/// test would pass there whether or not the two ever met.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replay_that_waited_on_a_job_whose_holder_wrote_events_loses_whole() {
+    onceflow_tests::time_limit(async {
+        let db = TestDb::new(Backend::Postgres).await;
         let engine = db.engine();
-        let job = engine.submit(ALICE, "k", &llm_job(json!({}), quick_options())).await.unwrap().job;
+        let job = engine
+            .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+            .await
+            .unwrap()
+            .job;
         let store = db.store();
         // Another writer holds the job and appends to its history.
         let mut holder = store.begin().await.unwrap();
         let row = holder.lock_job(ALICE, job.id).await.unwrap().unwrap();
-        let event = NewEvent { owner_id: ALICE.into(), job_id: job.id, kind: "job_replayed", attempt_id: None, actor: "client:alice".into(), data: json!({}) };
+        let event = NewEvent {
+            owner_id: ALICE.into(),
+            job_id: job.id,
+            kind: "job_replayed",
+            attempt_id: None,
+            actor: "client:alice".into(),
+            data: json!({}),
+        };
         holder.append_events(&[event]).await.unwrap();
-        let replay = NewReplay { owner_id: ALICE.into(), idempotency_key: "k".into(), fingerprint: row.fingerprint, actor: "client:alice".into(), data: json!({}) };
+        let replay = NewReplay {
+            owner_id: ALICE.into(),
+            idempotency_key: "k".into(),
+            fingerprint: row.fingerprint,
+            actor: "client:alice".into(),
+            data: json!({}),
+        };
         let replaying = tokio::spawn({
             let store = store.clone();
             async move { onceflow_engine::domain::replay(store.as_ref(), &[replay]).await }
         });
-        if db.backend() == onceflow_tests::Backend::Postgres {
-            // The replay waits on the job's lock (on Citus, on the job's shard).
-            while db.lock_waiters().await == 0 {
-                tokio::task::yield_now().await;
-            }
+        // The replay waits on the job's lock (on Citus, on the job's shard).
+        while db.lock_waiters().await == 0 {
+            tokio::task::yield_now().await;
         }
         holder.commit().await.unwrap();
         let replayed = replaying.await.unwrap();
         // On Citus the store has no one-statement replay: the domain composes it from a
         // transaction's statements (as on SQLite), which number after the lock.
-        if db.backend() == onceflow_tests::Backend::Postgres && !onceflow_tests::on_citus() {
+        if !onceflow_tests::on_citus() {
             // Its numbers were read before the holder's event: it loses whole.
-            assert!(replayed.is_err(), "a replay numbered from a stale history must fail: {replayed:?}");
+            assert!(
+                replayed.is_err(),
+                "a replay numbered from a stale history must fail: {replayed:?}"
+            );
         }
         // Either way the history is numbered 1, 2, 3… and holds one event per writer that won.
         let events = engine.job_events(&Scope::AllOwners, job.id).await.unwrap();
@@ -163,7 +216,9 @@ rules! {
         assert_eq!(seqs, (1..=events.len() as i64).collect::<Vec<_>>());
         let replays = events.iter().filter(|e| e.kind == "job_replayed").count();
         assert_eq!(replays, 1 + usize::from(replayed.is_ok()), "{events:?}");
-    }
+        db.assert_integrity().await;
+    })
+    .await;
 }
 
 /// PostgreSQL keeps no foreign keys on the hot tables, so the harness's integrity check
@@ -172,27 +227,106 @@ rules! {
 /// keys refuse such rows before the check could see them.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_integrity_check_finds_attempts_without_their_activity_or_with_another_job() {
-    use futures::FutureExt;
-    for (name, activity, job) in [
-        ("no activity", "md5('no-such-activity')::uuid", "job_id"),
-        ("another job", "activity_id", "md5('no-such-job')::uuid"),
-    ] {
-        let db = TestDb::new(Backend::Postgres).await;
-        db.engine()
-            .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+    onceflow_tests::time_limit(async {
+        use futures::FutureExt;
+        for (name, activity, job) in [
+            ("no activity", "md5('no-such-activity')::uuid", "job_id"),
+            ("another job", "activity_id", "md5('no-such-job')::uuid"),
+        ] {
+            let db = TestDb::new(Backend::Postgres).await;
+            db.engine()
+                .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+                .await
+                .unwrap();
+            db.assert_integrity().await;
+            db.execute(&format!(
+                "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, finished_at)
+                 SELECT owner_id, md5('orphan')::uuid, {activity}, {job}, 99, activity, task_queue, provider, 'failed', now()
+                 FROM attempts LIMIT 1"
+            ))
             .await
-            .unwrap();
-        db.assert_integrity().await;
-        db.execute(&format!(
-            "INSERT INTO attempts (owner_id, id, activity_id, job_id, number, activity, task_queue, provider, status, finished_at)
-             SELECT owner_id, md5('orphan')::uuid, {activity}, {job}, 99, activity, task_queue, provider, 'failed', now()
-             FROM attempts LIMIT 1"
-        ))
-        .await
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let checked = std::panic::AssertUnwindSafe(db.assert_integrity())
-            .catch_unwind()
-            .await;
-        assert!(checked.is_err(), "{name}: the integrity check must fail");
-    }
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let checked = std::panic::AssertUnwindSafe(db.assert_integrity())
+                .catch_unwind()
+                .await;
+            assert!(checked.is_err(), "{name}: the integrity check must fail");
+        }
+    })
+    .await;
+}
+
+/// The integrity check sees the states no rule allows beyond orphans, on every store: a
+/// gap in a job's history, a `completed_by` that names an attempt that did not succeed,
+/// a succeeded attempt that is not its activity's winner, and an activity job whose
+/// result is not its activity's. Each is made by hand on a fresh database holding one
+/// succeeded job, which passes the check before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_integrity_check_finds_gaps_in_a_history_and_slots_no_succeeded_attempt_won() {
+    onceflow_tests::time_limit(async {
+        use futures::FutureExt;
+        use onceflow_engine::model::CompletionOutcome;
+        use onceflow_tests::result_of;
+        for backend in [Backend::Postgres, Backend::Sqlite] {
+            for (name, breakage) in [
+                (
+                    "a gap in the history",
+                    "DELETE FROM job_events WHERE seq = 2",
+                ),
+                (
+                    "a history without its first event",
+                    "DELETE FROM job_events WHERE seq = 1",
+                ),
+                (
+                    "a winner that did not succeed",
+                    "UPDATE attempts SET status = 'failed'",
+                ),
+                (
+                    "a succeeded attempt that is not the winner",
+                    "UPDATE activities SET completed_by = NULL",
+                ),
+                (
+                    "a job won by no attempt",
+                    "UPDATE jobs SET completed_by = id",
+                ),
+                (
+                    "a job result that is not its activity's",
+                    "UPDATE jobs SET result = '{\"text\": \"other\"}'",
+                ),
+            ] {
+                let db = TestDb::new(backend).await;
+                let engine = db.engine();
+                engine
+                    .submit(ALICE, "k", &llm_job(json!({}), quick_options()))
+                    .await
+                    .unwrap();
+                let task = claim_one(&engine, "primary-llm").await;
+                let won = engine
+                    .complete(
+                        &Scope::AllOwners,
+                        task.attempt_id,
+                        &result_of(&task, json!({"text": "real"})),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(won, CompletionOutcome::Won);
+                db.assert_integrity().await;
+                let changed = db
+                    .execute(breakage)
+                    .await
+                    .unwrap_or_else(|e| panic!("{backend:?}, {name}: {e}"));
+                assert!(
+                    changed > 0,
+                    "{backend:?}, {name}: the breakage changed a row"
+                );
+                let checked = std::panic::AssertUnwindSafe(db.assert_integrity())
+                    .catch_unwind()
+                    .await;
+                assert!(
+                    checked.is_err(),
+                    "{backend:?}, {name}: the integrity check must fail"
+                );
+            }
+        }
+    })
+    .await;
 }

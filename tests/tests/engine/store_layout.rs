@@ -92,73 +92,77 @@ fn sql_in(path: &Path) -> Vec<String> {
 
 #[test]
 fn no_rust_file_of_the_store_holds_sql() {
-    let dir = store_dir();
-    let mut rust = Vec::new();
-    files(&dir, "rs", &mut rust);
-    assert!(rust.len() > 5, "found the store's files: {rust:?}");
-    let mut offenders = Vec::new();
-    for path in &rust {
-        let name = path
-            .strip_prefix(&dir)
-            .expect("under the store")
-            .to_string_lossy()
-            .into_owned();
-        let sql = sql_in(path);
-        if NOT_YET_SPLIT.contains(&name.as_str()) {
+    onceflow_tests::time_limit_blocking(|| {
+        let dir = store_dir();
+        let mut rust = Vec::new();
+        files(&dir, "rs", &mut rust);
+        assert!(rust.len() > 5, "found the store's files: {rust:?}");
+        let mut offenders = Vec::new();
+        for path in &rust {
+            let name = path
+                .strip_prefix(&dir)
+                .expect("under the store")
+                .to_string_lossy()
+                .into_owned();
+            let sql = sql_in(path);
+            if NOT_YET_SPLIT.contains(&name.as_str()) {
+                assert!(
+                    !sql.is_empty(),
+                    "{name} holds no SQL any more: take it off NOT_YET_SPLIT"
+                );
+                continue;
+            }
+            for statement in sql {
+                offenders.push(format!("{name}: {}", statement.trim()));
+            }
+        }
+        for name in NOT_YET_SPLIT {
             assert!(
-                !sql.is_empty(),
-                "{name} holds no SQL any more: take it off NOT_YET_SPLIT"
+                dir.join(name).exists(),
+                "{name} is gone: take it off NOT_YET_SPLIT"
             );
-            continue;
         }
-        for statement in sql {
-            offenders.push(format!("{name}: {}", statement.trim()));
-        }
-    }
-    for name in NOT_YET_SPLIT {
         assert!(
-            dir.join(name).exists(),
-            "{name} is gone: take it off NOT_YET_SPLIT"
+            offenders.is_empty(),
+            "SQL belongs in a .sql file:\n{}",
+            offenders.join("\n---\n")
         );
-    }
-    assert!(
-        offenders.is_empty(),
-        "SQL belongs in a .sql file:\n{}",
-        offenders.join("\n---\n")
-    );
+    });
 }
 
 #[test]
 fn every_sql_file_is_a_statement_the_store_runs() {
-    let dir = store_dir();
-    for store in ["postgres", "sqlite"] {
-        let folder = dir.join(store);
-        if !folder.exists() {
-            continue;
+    onceflow_tests::time_limit_blocking(|| {
+        let dir = store_dir();
+        for store in ["postgres", "sqlite"] {
+            let folder = dir.join(store);
+            if !folder.exists() {
+                continue;
+            }
+            let mut sql = Vec::new();
+            let sql_dir = folder.join("sql");
+            if sql_dir.exists() {
+                files(&sql_dir, "sql", &mut sql);
+            }
+            let mut rust = Vec::new();
+            files(&folder, "rs", &mut rust);
+            let code: String = rust
+                .iter()
+                .map(|p| std::fs::read_to_string(p).expect("read a store file"))
+                .collect();
+            for path in &sql {
+                let name = path.file_name().expect("a file name").to_string_lossy();
+                let include = format!("include_str!(\"sql/{name}\")");
+                assert!(
+                    code.contains(&include),
+                    "{store}/sql/{name} is loaded by no include_str!: a dead statement"
+                );
+                let text = std::fs::read_to_string(path).expect("read a .sql file");
+                assert!(
+                    text.starts_with("--"),
+                    "{store}/sql/{name} starts with no comment saying what it does"
+                );
+            }
         }
-        let mut sql = Vec::new();
-        let sql_dir = folder.join("sql");
-        if sql_dir.exists() {
-            files(&sql_dir, "sql", &mut sql);
-        }
-        let mut rust = Vec::new();
-        files(&folder, "rs", &mut rust);
-        let code: String = rust
-            .iter()
-            .map(|p| std::fs::read_to_string(p).expect("read a store file"))
-            .collect();
-        for path in &sql {
-            let name = path.file_name().expect("a file name").to_string_lossy();
-            let include = format!("include_str!(\"sql/{name}\")");
-            assert!(
-                code.contains(&include),
-                "{store}/sql/{name} is loaded by no include_str!: a dead statement"
-            );
-            let text = std::fs::read_to_string(path).expect("read a .sql file");
-            assert!(
-                text.starts_with("--"),
-                "{store}/sql/{name} starts with no comment saying what it does"
-            );
-        }
-    }
+    });
 }

@@ -107,16 +107,18 @@ fn concrete(path: &str) -> String {
 
 #[test]
 fn api_md_documents_a_plausible_number_of_routes() {
-    let documented = documented_routes(API_MD);
-    assert!(
-        documented.served.len() >= 30,
-        "docs/api.md documents only {} served routes; are its headings `### `METHOD /path``?",
-        documented.served.len()
-    );
-    assert!(documented
-        .served
-        .contains(&("POST".to_owned(), "/v1/jobs".to_owned())));
-    assert!(documented.planned.is_disjoint(&documented.served));
+    onceflow_tests::time_limit_blocking(|| {
+        let documented = documented_routes(API_MD);
+        assert!(
+            documented.served.len() >= 30,
+            "docs/api.md documents only {} served routes; are its headings `### `METHOD /path``?",
+            documented.served.len()
+        );
+        assert!(documented
+            .served
+            .contains(&("POST".to_owned(), "/v1/jobs".to_owned())));
+        assert!(documented.planned.is_disjoint(&documented.served));
+    });
 }
 
 rules! {

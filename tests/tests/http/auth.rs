@@ -1,7 +1,7 @@
 //! Tokens: 401 without a valid one, 403 for the wrong role, 404 across owners; admins mint
 //! and revoke.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use onceflow_engine::http::ServerConfig;
 use onceflow_tests::server::TestServer;
@@ -94,13 +94,23 @@ rules! {
         // The second engine has just checked the token, so it trusts it for up to a second.
         assert_eq!(second.api.get("/v1/jobs", &token).await.status, StatusCode::OK);
         let id = minted.body["id"].as_str().unwrap();
+        // Timed from before the revoke is sent to the first refusal by the second engine:
+        // its cache keeps a token at most a second (TOKEN_CACHE_TTL), counted from the
+        // check above, which came before the revoke.
+        let revoking = Instant::now();
         let revoked = first.api.send(Method::DELETE, &format!("/v1/tokens/{id}"), Some(&first.tokens.admin), &[], None).await;
         assert_eq!(revoked.status, StatusCode::NO_CONTENT);
         assert_eq!(first.api.get("/v1/jobs", &token).await.code(), "unauthenticated", "at once where it was revoked");
+        // Polled well past the bound, so that a slower engine shows how slow it was.
         wait_for("the other engine to refuse the revoked token", Duration::from_secs(10), || async {
             second.api.get("/v1/jobs", &token).await.code() == "unauthenticated"
         })
         .await;
+        let refused_after = revoking.elapsed();
+        // A second, plus slack for a loaded machine (the revoke's and the polls' own
+        // round trips, the poll interval of 25 ms, a scheduler that runs the test late):
+        // twice the rule's bound, far below what a cache kept for several seconds shows.
+        assert!(refused_after < Duration::from_secs(2), "the revoked token still worked on the other engine {refused_after:?} after the revoke");
         // A token minted on one engine works on the other at once.
         let fresh = first.api.post("/v1/tokens", &first.tokens.admin, &json!({"owner": "user-9", "role": "client"})).await;
         let fresh = fresh.body["token"].as_str().unwrap().to_owned();

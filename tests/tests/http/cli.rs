@@ -24,131 +24,142 @@ async fn run(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
 
 #[test]
 fn the_server_commands_need_no_url_or_token_flag_and_say_where_the_token_comes_from() {
-    for command in [
-        &["attempts", "stuck"][..],
-        &["jobs", "show"],
-        &["jobs", "signal"],
-        &["jobs", "resume"],
-        &["schedules", "list"],
-    ] {
-        let mut args = command.to_vec();
-        args.push("--help");
-        let (ok, help, stderr) = onceflow(&args, &[]);
-        assert!(ok, "{stderr}");
-        let usage = help
-            .lines()
-            .find(|l| l.starts_with("Usage:"))
-            .expect("a usage line");
-        assert!(
-            !usage.contains("--url") && !usage.contains("--token"),
-            "{command:?}: {usage}"
-        );
-        assert!(
-            help.contains("[default: http://127.0.0.1:7380]")
-                && help.contains("[env: ONCEFLOW_URL"),
-            "{help}"
-        );
-        assert!(
-            help.contains("ONCEFLOW_OPERATOR_TOKEN") && help.contains("ONCEFLOW_CLIENT_TOKEN"),
-            "{help}"
-        );
-    }
-    let (_, help, _) = onceflow(&["attempts", "stuck", "--help"], &[]);
-    assert!(help.contains("Stuck page"), "{help}");
+    onceflow_tests::time_limit_blocking(|| {
+        for command in [
+            &["attempts", "stuck"][..],
+            &["jobs", "show"],
+            &["jobs", "signal"],
+            &["jobs", "resume"],
+            &["schedules", "list"],
+        ] {
+            let mut args = command.to_vec();
+            args.push("--help");
+            let (ok, help, stderr) = onceflow(&args, &[]);
+            assert!(ok, "{stderr}");
+            let usage = help
+                .lines()
+                .find(|l| l.starts_with("Usage:"))
+                .expect("a usage line");
+            assert!(
+                !usage.contains("--url") && !usage.contains("--token"),
+                "{command:?}: {usage}"
+            );
+            assert!(
+                help.contains("[default: http://127.0.0.1:7380]")
+                    && help.contains("[env: ONCEFLOW_URL"),
+                "{help}"
+            );
+            assert!(
+                help.contains("ONCEFLOW_OPERATOR_TOKEN") && help.contains("ONCEFLOW_CLIENT_TOKEN"),
+                "{help}"
+            );
+        }
+        let (_, help, _) = onceflow(&["attempts", "stuck", "--help"], &[]);
+        assert!(help.contains("Stuck page"), "{help}");
+    });
 }
 
 #[test]
 fn token_create_without_a_database_names_the_flag_and_both_variables() {
-    let (ok, _, stderr) = onceflow(
-        &["token", "create", "--owner", "a", "--role", "client"],
-        &[],
-    );
-    assert!(!ok);
-    for needle in ["--database-url", "ONCEFLOW_DATABASE_URL", "or DATABASE_URL"] {
-        assert!(stderr.contains(needle), "{needle} in {stderr}");
-    }
+    onceflow_tests::time_limit_blocking(|| {
+        let (ok, _, stderr) = onceflow(
+            &["token", "create", "--owner", "a", "--role", "client"],
+            &[],
+        );
+        assert!(!ok);
+        for needle in ["--database-url", "ONCEFLOW_DATABASE_URL", "or DATABASE_URL"] {
+            assert!(stderr.contains(needle), "{needle} in {stderr}");
+        }
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_and_migrate_name_a_missing_database_and_how_to_create_it() {
-    let name = format!("onceflow_missing_{}", uuid::Uuid::new_v4().simple());
-    let admin = admin_url();
-    let (base, last) = admin.rsplit_once('/').expect("a database URL");
-    let query = last
-        .split_once('?')
-        .map(|(_, q)| format!("?{q}"))
-        .unwrap_or_default();
-    let url = format!("{base}/{name}{query}");
-    for args in [
-        vec!["migrate", "--database-url", &url],
-        vec!["serve", "--database-url", &url, "--bind", "127.0.0.1:0"],
-    ] {
-        let (ok, _, stderr) = run(&args, &[]).await;
-        assert!(!ok, "{args:?} fails");
-        let text = stderr.trim_end();
-        assert!(!text.contains('\n'), "one line: {text}");
-        assert!(
-            text.contains(&format!("the database `{name}` does not exist")),
-            "{text}"
-        );
-        assert!(
-            text.contains("createdb ") && text.contains("CREATE DATABASE"),
-            "{text}"
-        );
-        assert!(
-            !text.contains("Database(") && !text.contains('{'),
-            "no Rust debug output: {text}"
-        );
-    }
+    onceflow_tests::time_limit(async {
+        let name = format!("onceflow_missing_{}", uuid::Uuid::new_v4().simple());
+        let admin = admin_url();
+        let (base, last) = admin.rsplit_once('/').expect("a database URL");
+        let query = last
+            .split_once('?')
+            .map(|(_, q)| format!("?{q}"))
+            .unwrap_or_default();
+        let url = format!("{base}/{name}{query}");
+        for args in [
+            vec!["migrate", "--database-url", &url],
+            vec!["serve", "--database-url", &url, "--bind", "127.0.0.1:0"],
+        ] {
+            let (ok, _, stderr) = run(&args, &[]).await;
+            assert!(!ok, "{args:?} fails");
+            let text = stderr.trim_end();
+            assert!(!text.contains('\n'), "one line: {text}");
+            assert!(
+                text.contains(&format!("the database `{name}` does not exist")),
+                "{text}"
+            );
+            assert!(
+                text.contains("createdb ") && text.contains("CREATE DATABASE"),
+                "{text}"
+            );
+            assert!(
+                !text.contains("Database(") && !text.contains('{'),
+                "no Rust debug output: {text}"
+            );
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_a_database_url_it_cannot_use_and_says_why() {
-    let free_port = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port")
-    };
-    let (p1, p2) = (free_port(), free_port());
-    let nobody = format!(
-        "postgres://u:secret@127.0.0.1:{p1},127.0.0.1:{p2}/db?target_session_attrs=read-write"
-    );
-    for (url, says) in [
-        (
-            "postgres://u:secret@a:1,,b:2/db",
-            "host 2 of the database URL's host list is empty",
-        ),
-        (
-            "postgres://u:secret@a:1,b:x/db",
-            "bad database URL at host `b:x`",
-        ),
-        (
-            "postgres://u:secret@a:1,b:2/db?target_session_attrs=read-only",
-            "target_session_attrs=read-only is not supported",
-        ),
-        (
-            "postgres://u:secret@a:1,b:2/db?port=3",
-            "not as host=, hostaddr= or port=",
-        ),
-        (
-            &nobody,
-            "no writable database server among the URL's hosts: 127.0.0.1:",
-        ),
-    ] {
-        let args = ["serve", "--database-url", url, "--bind", "127.0.0.1:0"];
-        let (ok, _, stderr) = run(&args, &[]).await;
-        assert!(!ok, "{url} is refused");
-        let text = stderr.trim_end();
-        assert!(text.contains(says), "{url}: {text}");
-        assert!(!text.contains("secret"), "the password stays out: {text}");
-        assert!(!text.contains('\n'), "one line: {text}");
-    }
-    let (_, _, stderr) = run(&["migrate", "--database-url", &nobody], &[]).await;
-    assert!(
-        stderr.contains(&format!("127.0.0.1:{p1}")) && stderr.contains(&format!("127.0.0.1:{p2}")),
-        "each server and why it was passed over: {stderr}"
-    );
+    onceflow_tests::time_limit(async {
+        let free_port = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port")
+        };
+        let (p1, p2) = (free_port(), free_port());
+        let nobody = format!(
+            "postgres://u:secret@127.0.0.1:{p1},127.0.0.1:{p2}/db?target_session_attrs=read-write"
+        );
+        for (url, says) in [
+            (
+                "postgres://u:secret@a:1,,b:2/db",
+                "host 2 of the database URL's host list is empty",
+            ),
+            (
+                "postgres://u:secret@a:1,b:x/db",
+                "bad database URL at host `b:x`",
+            ),
+            (
+                "postgres://u:secret@a:1,b:2/db?target_session_attrs=read-only",
+                "target_session_attrs=read-only is not supported",
+            ),
+            (
+                "postgres://u:secret@a:1,b:2/db?port=3",
+                "not as host=, hostaddr= or port=",
+            ),
+            (
+                &nobody,
+                "no writable database server among the URL's hosts: 127.0.0.1:",
+            ),
+        ] {
+            let args = ["serve", "--database-url", url, "--bind", "127.0.0.1:0"];
+            let (ok, _, stderr) = run(&args, &[]).await;
+            assert!(!ok, "{url} is refused");
+            let text = stderr.trim_end();
+            assert!(text.contains(says), "{url}: {text}");
+            assert!(!text.contains("secret"), "the password stays out: {text}");
+            assert!(!text.contains('\n'), "one line: {text}");
+        }
+        let (_, _, stderr) = run(&["migrate", "--database-url", &nobody], &[]).await;
+        assert!(
+            stderr.contains(&format!("127.0.0.1:{p1}"))
+                && stderr.contains(&format!("127.0.0.1:{p2}")),
+            "each server and why it was passed over: {stderr}"
+        );
+    })
+    .await;
 }
 
 /// The variables the commands read (`tokens.env`'s among them): none leaks in from the
@@ -446,61 +457,64 @@ rules! {
 /// ran jobs. PostgreSQL: the database several engines share.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_with_two_engines_makes_each_job_once_and_uses_both() {
-    use onceflow_tests::{Backend, TestDb};
-    let db = TestDb::new(Backend::Postgres).await;
-    let url = db.url();
-    let bench = |workload: &'static str| {
-        let url = url.clone();
-        async move {
-            let args = [
-                "bench",
-                "--database-url",
-                &url,
-                "--workload",
-                workload,
-                "--jobs",
-                "200",
-                "--concurrency",
-                "4",
-                "--engines",
-                "2",
-            ];
-            run(&args, &[("RUST_LOG", "warn")]).await
-        }
-    };
-    let (ok, stdout, stderr) = bench("e2e").await;
-    assert!(ok, "{stderr}");
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("RESULT workload=e2e"))
-        .unwrap_or_else(|| panic!("no e2e result: {stdout}"));
-    assert!(
-        line.contains(" jobs=200 ") && line.contains(" engines=2"),
-        "{line}"
-    );
-    // The 200 jobs and the warm-up, each once, each succeeded, by the workers of both engines.
-    assert_eq!(
-        db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench'")
-            .await,
-        201
-    );
-    assert_eq!(
-        db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench' AND status = 'succeeded'")
-            .await,
-        201
-    );
-    assert_eq!(db.count("SELECT count(DISTINCT worker_id) FROM attempts WHERE owner_id = 'bench' AND completion_outcome = 'won'").await, 2, "one worker per engine, both ran jobs");
+    onceflow_tests::time_limit(async {
+        use onceflow_tests::{Backend, TestDb};
+        let db = TestDb::new(Backend::Postgres).await;
+        let url = db.url();
+        let bench = |workload: &'static str| {
+            let url = url.clone();
+            async move {
+                let args = [
+                    "bench",
+                    "--database-url",
+                    &url,
+                    "--workload",
+                    workload,
+                    "--jobs",
+                    "200",
+                    "--concurrency",
+                    "4",
+                    "--engines",
+                    "2",
+                ];
+                run(&args, &[("RUST_LOG", "warn")]).await
+            }
+        };
+        let (ok, stdout, stderr) = bench("e2e").await;
+        assert!(ok, "{stderr}");
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("RESULT workload=e2e"))
+            .unwrap_or_else(|| panic!("no e2e result: {stdout}"));
+        assert!(
+            line.contains(" jobs=200 ") && line.contains(" engines=2"),
+            "{line}"
+        );
+        // The 200 jobs and the warm-up, each once, each succeeded, by the workers of both engines.
+        assert_eq!(
+            db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench'")
+                .await,
+            201
+        );
+        assert_eq!(
+            db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench' AND status = 'succeeded'")
+                .await,
+            201
+        );
+        assert_eq!(db.count("SELECT count(DISTINCT worker_id) FROM attempts WHERE owner_id = 'bench' AND completion_outcome = 'won'").await, 2, "one worker per engine, both ran jobs");
 
-    let (ok, stdout, stderr) = bench("dedup").await;
-    assert!(ok, "{stderr}");
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("RESULT workload=dedup"))
-        .unwrap_or_else(|| panic!("no dedup result: {stdout}"));
-    assert!(
-        line.contains(" jobs_created=100") && line.contains(" engines=2"),
-        "{line}"
-    );
-    assert_eq!(db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench' AND idempotency_key LIKE '%-dedup-%'").await, 100, "one job per key across both engines");
-    db.assert_integrity().await;
+        let (ok, stdout, stderr) = bench("dedup").await;
+        assert!(ok, "{stderr}");
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("RESULT workload=dedup"))
+            .unwrap_or_else(|| panic!("no dedup result: {stdout}"));
+        assert!(
+            line.contains(" jobs_created=100") && line.contains(" engines=2"),
+            "{line}"
+        );
+        assert_eq!(db.count("SELECT count(*) FROM jobs WHERE owner_id = 'bench' AND idempotency_key LIKE '%-dedup-%'").await, 100, "one job per key across both engines");
+        db.assert_integrity().await;
+    })
+    .await;
 }

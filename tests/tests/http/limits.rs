@@ -159,30 +159,39 @@ async fn request_heads_that_stop_arriving_are_disconnected(tls: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_heads_that_stop_arriving_are_disconnected_after_the_header_read_timeout() {
-    request_heads_that_stop_arriving_are_disconnected(false).await;
+    onceflow_tests::time_limit(async {
+        request_heads_that_stop_arriving_are_disconnected(false).await;
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_tls_request_heads_that_stop_arriving_are_disconnected_after_the_header_read_timeout()
 {
-    request_heads_that_stop_arriving_are_disconnected(true).await;
+    onceflow_tests::time_limit(async {
+        request_heads_that_stop_arriving_are_disconnected(true).await;
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_handshake_that_never_comes_is_disconnected_after_the_header_read_timeout() {
-    let target = Target::start(true, Duration::from_millis(500), 4096).await;
-    let mut tcp = TcpStream::connect(target.server.addr())
-        .await
-        .expect("connect");
-    assert!(read_until_closed(&mut tcp).await.is_empty());
-    // Half a ClientHello record, then nothing.
-    let mut tcp = TcpStream::connect(target.server.addr())
-        .await
-        .expect("connect");
-    tcp.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
-        .await
-        .expect("send a partial handshake");
-    assert!(read_until_closed(&mut tcp).await.is_empty());
+    onceflow_tests::time_limit(async {
+        let target = Target::start(true, Duration::from_millis(500), 4096).await;
+        let mut tcp = TcpStream::connect(target.server.addr())
+            .await
+            .expect("connect");
+        assert!(read_until_closed(&mut tcp).await.is_empty());
+        // Half a ClientHello record, then nothing.
+        let mut tcp = TcpStream::connect(target.server.addr())
+            .await
+            .expect("connect");
+        tcp.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+            .await
+            .expect("send a partial handshake");
+        assert!(read_until_closed(&mut tcp).await.is_empty());
+    })
+    .await;
 }
 
 async fn connections_above_the_cap_wait_until_one_closes(tls: bool) {
@@ -219,10 +228,16 @@ async fn connections_above_the_cap_wait_until_one_closes(tls: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_above_the_cap_wait_unanswered_until_one_closes() {
-    connections_above_the_cap_wait_until_one_closes(false).await;
+    onceflow_tests::time_limit(async {
+        connections_above_the_cap_wait_until_one_closes(false).await;
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_tls_connections_above_the_cap_wait_unanswered_until_one_closes() {
-    connections_above_the_cap_wait_until_one_closes(true).await;
+    onceflow_tests::time_limit(async {
+        connections_above_the_cap_wait_until_one_closes(true).await;
+    })
+    .await;
 }

@@ -341,343 +341,346 @@ pub(super) fn report_outages(phase: &str, ledger: &Ledger, from: Instant, to: In
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_database_restart_loses_no_acknowledged_job_and_duplicates_none() {
-    let started = Instant::now();
-    let cluster = PrivateCluster::with_database("onceflow").await;
-    let url = cluster.url("onceflow");
-    let (client_token, worker_token) = {
-        let engine = Engine::connect(&url, 2).await.expect("connect");
-        engine.migrate().await.expect("migrate");
-        let client = engine
-            .create_token("alice", Role::Client)
+    onceflow_tests::time_limit_of(onceflow_tests::LONG_TEST_TIME_LIMIT, async {
+        let started = Instant::now();
+        let cluster = PrivateCluster::with_database("onceflow").await;
+        let url = cluster.url("onceflow");
+        let (client_token, worker_token) = {
+            let engine = Engine::connect(&url, 2).await.expect("connect");
+            engine.migrate().await.expect("migrate");
+            let client = engine
+                .create_token("alice", Role::Client)
+                .await
+                .expect("token");
+            let worker = engine.create_token("*", Role::Worker).await.expect("token");
+            (client.token, worker.token)
+        };
+        let check = PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_secs(2))
+            .connect(&url)
             .await
-            .expect("token");
-        let worker = engine.create_token("*", Role::Worker).await.expect("token");
-        (client.token, worker.token)
-    };
-    let check = PgPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(2))
-        .connect(&url)
-        .await
-        .expect("the test's own connections");
+            .expect("the test's own connections");
 
-    let mut servers = [
-        ServerProcess::start(&url, &[]).await,
-        ServerProcess::start(&url, &[]).await,
-    ];
-    let urls = [servers[0].api.url.clone(), servers[1].api.url.clone()];
-    // A real worker process, with one SDK worker on each server.
-    let worker = KillOnDrop(spawn_child_test(
-        "http::restart::restart_child_worker",
-        &urls.join(","),
-        &worker_token,
-    ));
+        let mut servers = [
+            ServerProcess::start(&url, &[]).await,
+            ServerProcess::start(&url, &[]).await,
+        ];
+        let urls = [servers[0].api.url.clone(), servers[1].api.url.clone()];
+        // A real worker process, with one SDK worker on each server.
+        let worker = KillOnDrop(spawn_child_test(
+            "http::restart::restart_child_worker",
+            &urls.join(","),
+            &worker_token,
+        ));
 
-    let stop_clients = CancellationToken::new();
-    let ledger = Arc::new(Mutex::new(Ledger {
-        outages: vec![Vec::new(); CLIENTS],
-        waits: vec![Vec::new(); CLIENTS],
-        ..Ledger::default()
-    }));
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|n| {
-            tokio::spawn(client(
-                n,
-                urls.clone(),
-                client_token.clone(),
-                stop_clients.clone(),
-                ledger.clone(),
-            ))
-        })
-        .collect();
-    let readyz_seen: ReadyzLog = Arc::default();
-    let stop_watching = CancellationToken::new();
-    let watcher = tokio::spawn(watch_readyz(
-        urls.clone(),
-        stop_watching.clone(),
-        readyz_seen.clone(),
-    ));
-
-    // Some jobs done before the restart.
-    wait_for_succeeded(&check, 30, "30 jobs to succeed before the restart").await;
-
-    // Phase 1: `pg_ctl restart -m fast` in the middle of the run.
-    let restart_from = Instant::now();
-    let restarter = cluster.clone();
-    tokio::task::spawn_blocking(move || restarter.restart_fast())
-        .await
-        .expect("restart -m fast");
-    let restarted_at = Instant::now();
-    // At once, as many reads as each server has pooled connections: every connection
-    // the restart closed must be replaced before it is handed out, none may fail a read.
-    let some_job = ledger
-        .lock()
-        .expect("ledger")
-        .acked
-        .values()
-        .next()
-        .cloned()
-        .expect("jobs were acknowledged before the restart");
-    let burst = urls.iter().flat_map(|url| {
-        let (url, token, id) = (url.clone(), client_token.clone(), some_job.clone());
-        (0..20).map(move |_| {
-            let request = reqwest::Client::new()
-                .get(format!("{url}/v1/jobs/{id}"))
-                .bearer_auth(&token)
-                .timeout(Duration::from_secs(30));
-            async move {
-                match send(request).await {
-                    Answer::Done(_) => None,
-                    Answer::Retry(kind) | Answer::Wrong(kind) => Some(kind),
-                }
-            }
-        })
-    });
-    let burst_failed: Vec<String> = futures::future::join_all(burst)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
-    let back_after_restart = database_now(&check).await;
-    let before = succeeded(&check).await;
-    wait_for(
-        "both servers ready after the restart",
-        Duration::from_secs(20),
-        || async { both_readyz(&urls).await == (200, 200) },
-    )
-    .await;
-    let done_at_restart = match before {
-        Some(n) => n,
-        None => succeeded(&check).await.unwrap_or(0),
-    };
-    wait_for_succeeded(
-        &check,
-        done_at_restart + 30,
-        "30 more jobs to succeed after the restart",
-    )
-    .await;
-    eprintln!("restart -m fast took {:?}", restarted_at - restart_from);
-
-    // Phase 2: stopped long enough for every server to see it, then started again.
-    let stop_from = Instant::now();
-    let stopper = cluster.clone();
-    tokio::task::spawn_blocking(move || stopper.stop_fast())
-        .await
-        .expect("stop -m fast");
-    let stopped_at = Instant::now();
-    wait_for(
-        "both servers to answer /readyz 503 while the database is down",
-        Duration::from_secs(20),
-        || async { both_readyz(&urls).await == (503, 503) },
-    )
-    .await;
-    let starting_at = Instant::now();
-    let starter = cluster.clone();
-    tokio::task::spawn_blocking(move || starter.start_again())
-        .await
-        .expect("start again");
-    let started_again_at = Instant::now();
-    let back_after_start = database_now(&check).await;
-    wait_for(
-        "both servers ready after the start",
-        Duration::from_secs(20),
-        || async { both_readyz(&urls).await == (200, 200) },
-    )
-    .await;
-    let done_at_start = succeeded(&check).await.unwrap_or(0);
-    wait_for_succeeded(
-        &check,
-        done_at_start + 30,
-        "30 more jobs to succeed after the start",
-    )
-    .await;
-
-    stop_clients.cancel();
-    for c in clients {
-        tokio::time::timeout(Duration::from_secs(60), c)
-            .await
-            .expect("every client's last key is acknowledged")
-            .expect("the client task ran");
-    }
-    stop_watching.cancel();
-    watcher.await.expect("the readyz watcher ran");
-
-    let ledger = std::mem::take(&mut *ledger.lock().expect("ledger"));
-    let acked = ledger.acked.clone();
-    eprintln!(
-        "{} keys acknowledged; failed requests by kind: {:?}",
-        acked.len(),
-        ledger.failures
-    );
-    assert!(
-        ledger.wrong.is_empty(),
-        "answers no client may get: {:?}",
-        ledger.wrong
-    );
-
-    // Requests fail only while the database is away: once it is back, no request is
-    // handed a connection the server closed.
-    let failed_once_back: Vec<&String> = ledger
-        .failed
-        .iter()
-        .filter(|(sent, _)| {
-            (*sent >= restarted_at && *sent < stop_from) || *sent >= started_again_at
-        })
-        .map(|(_, what)| what)
-        .collect();
-    assert!(
-        failed_once_back.is_empty() && burst_failed.is_empty(),
-        "requests sent once the database was back failed: {failed_once_back:?}, {burst_failed:?}"
-    );
-
-    // Every acknowledged key's job succeeds, without anyone's help.
-    wait_for(
-        "every acknowledged job to succeed",
-        Duration::from_secs(30),
-        || async {
-            sqlx::query_scalar::<_, i64>(
-                "SELECT count(*) FROM jobs WHERE status = 'succeeded' AND idempotency_key = ANY($1)",
-            )
-            .bind(acked.keys().cloned().collect::<Vec<_>>())
-            .fetch_one(&check)
-            .await
-            .map(|n| n == acked.len() as i64)
-            .unwrap_or(false)
-        },
-    )
-    .await;
-
-    // Nothing acknowledged is lost: each key's one job is the one acknowledged.
-    let jobs: Vec<(String, String)> = sqlx::query_as("SELECT idempotency_key, id::text FROM jobs")
-        .fetch_all(&check)
-        .await
-        .expect("read the jobs");
-    let mut per_key: HashMap<String, Vec<String>> = HashMap::new();
-    for (key, id) in jobs {
-        per_key.entry(key).or_default().push(id);
-    }
-    for (key, id) in &acked {
-        assert_eq!(
-            per_key.get(key),
-            Some(&vec![id.clone()]),
-            "key {key}: acknowledged as job {id}"
-        );
-    }
-    // No job without an acknowledged key (every client retried its key until it was).
-    assert_eq!(per_key.len(), acked.len(), "jobs nobody was told about");
-    // No attempt ran twice, no activity has two winners, nothing is left live.
-    let stats: (i64, i64, i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM attempts),
-                (SELECT count(*) FROM (SELECT 1 FROM attempts WHERE status = 'succeeded'
-                                       GROUP BY owner_id, activity_id HAVING count(*) > 1) t),
-                (SELECT count(*) FROM attempts WHERE status IN ('scheduled', 'started', 'unknown')),
-                (SELECT count(*) FROM attempts WHERE status = 'succeeded')",
-    )
-    .fetch_one(&check)
-    .await
-    .expect("read the attempts");
-    let (attempts, two_winners, live, won) = stats;
-    assert_eq!(two_winners, 0, "activities with two winning attempts");
-    assert_eq!(live, 0, "attempts left scheduled, started or unknown");
-    assert_eq!(won, acked.len() as i64, "one winning attempt per job");
-    assert_eq!(
-        attempts,
-        acked.len() as i64,
-        "one attempt per job: none ran twice"
-    );
-
-    // `/readyz` never said 200 while the database was down, nor took long to answer.
-    let seen = readyz_seen.lock().expect("readyz log").clone();
-    for s in 0..2 {
-        let during_stop: Vec<u16> = seen
-            .iter()
-            .filter(|(server, sent, answered, _)| {
-                *server == s && *sent >= stopped_at && *answered <= starting_at
+        let stop_clients = CancellationToken::new();
+        let ledger = Arc::new(Mutex::new(Ledger {
+            outages: vec![Vec::new(); CLIENTS],
+            waits: vec![Vec::new(); CLIENTS],
+            ..Ledger::default()
+        }));
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|n| {
+                tokio::spawn(client(
+                    n,
+                    urls.clone(),
+                    client_token.clone(),
+                    stop_clients.clone(),
+                    ledger.clone(),
+                ))
             })
-            .map(|(_, _, _, status)| *status)
             .collect();
-        // (That both answered 503 then, the wait above saw.)
-        assert!(
-            !during_stop.contains(&200),
-            "server {s} /readyz while the database was stopped: {during_stop:?}"
-        );
-        let slowest = seen
-            .iter()
-            .filter(|(server, ..)| *server == s)
-            .map(|(_, sent, answered, _)| *answered - *sent)
-            .max()
-            .unwrap_or_default();
-        // It pings with a 2 s limit: never a hang, whatever state the pool is in.
-        assert!(
-            slowest < Duration::from_secs(8),
-            "server {s} /readyz took {slowest:?}"
-        );
-        let during_restart = seen
-            .iter()
-            .filter(|(server, sent, _, status)| {
-                *server == s && *sent >= restart_from && *sent <= restarted_at && *status == 503
-            })
-            .count();
-        eprintln!(
-            "server {s}: /readyz answered 503 {during_restart} time(s) during restart -m fast"
-        );
-    }
+        let readyz_seen: ReadyzLog = Arc::default();
+        let stop_watching = CancellationToken::new();
+        let watcher = tokio::spawn(watch_readyz(
+            urls.clone(),
+            stop_watching.clone(),
+            readyz_seen.clone(),
+        ));
 
-    // The LISTEN relay of each engine is back.
-    wait_for(
-        "both engines to LISTEN again",
-        Duration::from_secs(10),
-        || async {
-            sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND state = 'idle'",
+        // Some jobs done before the restart.
+        wait_for_succeeded(&check, 30, "30 jobs to succeed before the restart").await;
+
+        // Phase 1: `pg_ctl restart -m fast` in the middle of the run.
+        let restart_from = Instant::now();
+        let restarter = cluster.clone();
+        tokio::task::spawn_blocking(move || restarter.restart_fast())
+            .await
+            .expect("restart -m fast");
+        let restarted_at = Instant::now();
+        // At once, as many reads as each server has pooled connections: every connection
+        // the restart closed must be replaced before it is handed out, none may fail a read.
+        let some_job = ledger
+            .lock()
+            .expect("ledger")
+            .acked
+            .values()
+            .next()
+            .cloned()
+            .expect("jobs were acknowledged before the restart");
+        let burst = urls.iter().flat_map(|url| {
+            let (url, token, id) = (url.clone(), client_token.clone(), some_job.clone());
+            (0..20).map(move |_| {
+                let request = reqwest::Client::new()
+                    .get(format!("{url}/v1/jobs/{id}"))
+                    .bearer_auth(&token)
+                    .timeout(Duration::from_secs(30));
+                async move {
+                    match send(request).await {
+                        Answer::Done(_) => None,
+                        Answer::Retry(kind) | Answer::Wrong(kind) => Some(kind),
+                    }
+                }
+            })
+        });
+        let burst_failed: Vec<String> = futures::future::join_all(burst)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        let back_after_restart = database_now(&check).await;
+        let before = succeeded(&check).await;
+        wait_for(
+            "both servers ready after the restart",
+            Duration::from_secs(20),
+            || async { both_readyz(&urls).await == (200, 200) },
+        )
+        .await;
+        let done_at_restart = match before {
+            Some(n) => n,
+            None => succeeded(&check).await.unwrap_or(0),
+        };
+        wait_for_succeeded(
+            &check,
+            done_at_restart + 30,
+            "30 more jobs to succeed after the restart",
+        )
+        .await;
+        eprintln!("restart -m fast took {:?}", restarted_at - restart_from);
+
+        // Phase 2: stopped long enough for every server to see it, then started again.
+        let stop_from = Instant::now();
+        let stopper = cluster.clone();
+        tokio::task::spawn_blocking(move || stopper.stop_fast())
+            .await
+            .expect("stop -m fast");
+        let stopped_at = Instant::now();
+        wait_for(
+            "both servers to answer /readyz 503 while the database is down",
+            Duration::from_secs(20),
+            || async { both_readyz(&urls).await == (503, 503) },
+        )
+        .await;
+        let starting_at = Instant::now();
+        let starter = cluster.clone();
+        tokio::task::spawn_blocking(move || starter.start_again())
+            .await
+            .expect("start again");
+        let started_again_at = Instant::now();
+        let back_after_start = database_now(&check).await;
+        wait_for(
+            "both servers ready after the start",
+            Duration::from_secs(20),
+            || async { both_readyz(&urls).await == (200, 200) },
+        )
+        .await;
+        let done_at_start = succeeded(&check).await.unwrap_or(0);
+        wait_for_succeeded(
+            &check,
+            done_at_start + 30,
+            "30 more jobs to succeed after the start",
+        )
+        .await;
+
+        stop_clients.cancel();
+        for c in clients {
+            tokio::time::timeout(Duration::from_secs(60), c)
+                .await
+                .expect("every client's last key is acknowledged")
+                .expect("the client task ran");
+        }
+        stop_watching.cancel();
+        watcher.await.expect("the readyz watcher ran");
+
+        let ledger = std::mem::take(&mut *ledger.lock().expect("ledger"));
+        let acked = ledger.acked.clone();
+        eprintln!(
+            "{} keys acknowledged; failed requests by kind: {:?}",
+            acked.len(),
+            ledger.failures
+        );
+        assert!(
+            ledger.wrong.is_empty(),
+            "answers no client may get: {:?}",
+            ledger.wrong
+        );
+
+        // Requests fail only while the database is away: once it is back, no request is
+        // handed a connection the server closed.
+        let failed_once_back: Vec<&String> = ledger
+            .failed
+            .iter()
+            .filter(|(sent, _)| {
+                (*sent >= restarted_at && *sent < stop_from) || *sent >= started_again_at
+            })
+            .map(|(_, what)| what)
+            .collect();
+        assert!(
+            failed_once_back.is_empty() && burst_failed.is_empty(),
+            "requests sent once the database was back failed: {failed_once_back:?}, {burst_failed:?}"
+        );
+
+        // Every acknowledged key's job succeeds, without anyone's help.
+        wait_for(
+            "every acknowledged job to succeed",
+            Duration::from_secs(30),
+            || async {
+                sqlx::query_scalar::<_, i64>(
+                    "SELECT count(*) FROM jobs WHERE status = 'succeeded' AND idempotency_key = ANY($1)",
+                )
+                .bind(acked.keys().cloned().collect::<Vec<_>>())
+                .fetch_one(&check)
+                .await
+                .map(|n| n == acked.len() as i64)
+                .unwrap_or(false)
+            },
+        )
+        .await;
+
+        // Nothing acknowledged is lost: each key's one job is the one acknowledged.
+        let jobs: Vec<(String, String)> = sqlx::query_as("SELECT idempotency_key, id::text FROM jobs")
+            .fetch_all(&check)
+            .await
+            .expect("read the jobs");
+        let mut per_key: HashMap<String, Vec<String>> = HashMap::new();
+        for (key, id) in jobs {
+            per_key.entry(key).or_default().push(id);
+        }
+        for (key, id) in &acked {
+            assert_eq!(
+                per_key.get(key),
+                Some(&vec![id.clone()]),
+                "key {key}: acknowledged as job {id}"
+            );
+        }
+        // No job without an acknowledged key (every client retried its key until it was).
+        assert_eq!(per_key.len(), acked.len(), "jobs nobody was told about");
+        // No attempt ran twice, no activity has two winners, nothing is left live.
+        let stats: (i64, i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM attempts),
+                    (SELECT count(*) FROM (SELECT 1 FROM attempts WHERE status = 'succeeded'
+                                           GROUP BY owner_id, activity_id HAVING count(*) > 1) t),
+                    (SELECT count(*) FROM attempts WHERE status IN ('scheduled', 'started', 'unknown')),
+                    (SELECT count(*) FROM attempts WHERE status = 'succeeded')",
         )
         .fetch_one(&check)
         .await
-        .map(|n| n >= 2)
-        .unwrap_or(false)
-        },
-    )
-    .await;
-    for server in &mut servers {
-        assert!(server.is_running(), "a server process exited");
-    }
-    let mut worker = worker;
-    assert!(
-        matches!(worker.0.try_wait(), Ok(None)),
-        "the worker process exited"
-    );
+        .expect("read the attempts");
+        let (attempts, two_winners, live, won) = stats;
+        assert_eq!(two_winners, 0, "activities with two winning attempts");
+        assert_eq!(live, 0, "attempts left scheduled, started or unknown");
+        assert_eq!(won, acked.len() as i64, "one winning attempt per job");
+        assert_eq!(
+            attempts,
+            acked.len() as i64,
+            "one attempt per job: none ran twice"
+        );
 
-    eprintln!(
-        "restart -m fast: database away {:?}",
-        restarted_at - restart_from
-    );
-    let restart_max = report_outages("restart -m fast", &ledger, restart_from, restarted_at);
-    eprintln!(
-        "restart -m fast: first job won {:?} after the database was back",
-        first_win_after(&check, back_after_restart).await
-    );
-    eprintln!(
-        "stop, then start: database away {:?} (stopped in {:?}, started in {:?})",
-        started_again_at - stop_from,
-        stopped_at - stop_from,
-        started_again_at - starting_at
-    );
-    let stop_max = report_outages("stop/start", &ledger, stop_from, started_again_at);
-    eprintln!(
-        "stop/start: first job won {:?} after the database was back",
-        first_win_after(&check, back_after_start).await
-    );
-    assert!(
-        restart_max < Duration::from_secs(15),
-        "clients waited {restart_max:?} for a restart"
-    );
-    assert!(
-        stop_max < (started_again_at - stop_from) + Duration::from_secs(15),
-        "clients waited {stop_max:?} for a database away {:?}",
-        started_again_at - stop_from
-    );
-    eprintln!("whole test: {:?}", started.elapsed());
-    drop(cluster);
+        // `/readyz` never said 200 while the database was down, nor took long to answer.
+        let seen = readyz_seen.lock().expect("readyz log").clone();
+        for s in 0..2 {
+            let during_stop: Vec<u16> = seen
+                .iter()
+                .filter(|(server, sent, answered, _)| {
+                    *server == s && *sent >= stopped_at && *answered <= starting_at
+                })
+                .map(|(_, _, _, status)| *status)
+                .collect();
+            // (That both answered 503 then, the wait above saw.)
+            assert!(
+                !during_stop.contains(&200),
+                "server {s} /readyz while the database was stopped: {during_stop:?}"
+            );
+            let slowest = seen
+                .iter()
+                .filter(|(server, ..)| *server == s)
+                .map(|(_, sent, answered, _)| *answered - *sent)
+                .max()
+                .unwrap_or_default();
+            // It pings with a 2 s limit: never a hang, whatever state the pool is in.
+            assert!(
+                slowest < Duration::from_secs(8),
+                "server {s} /readyz took {slowest:?}"
+            );
+            let during_restart = seen
+                .iter()
+                .filter(|(server, sent, _, status)| {
+                    *server == s && *sent >= restart_from && *sent <= restarted_at && *status == 503
+                })
+                .count();
+            eprintln!(
+                "server {s}: /readyz answered 503 {during_restart} time(s) during restart -m fast"
+            );
+        }
+
+        // The LISTEN relay of each engine is back.
+        wait_for(
+            "both engines to LISTEN again",
+            Duration::from_secs(10),
+            || async {
+                sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND state = 'idle'",
+            )
+            .fetch_one(&check)
+            .await
+            .map(|n| n >= 2)
+            .unwrap_or(false)
+            },
+        )
+        .await;
+        for server in &mut servers {
+            assert!(server.is_running(), "a server process exited");
+        }
+        let mut worker = worker;
+        assert!(
+            matches!(worker.0.try_wait(), Ok(None)),
+            "the worker process exited"
+        );
+
+        eprintln!(
+            "restart -m fast: database away {:?}",
+            restarted_at - restart_from
+        );
+        let restart_max = report_outages("restart -m fast", &ledger, restart_from, restarted_at);
+        eprintln!(
+            "restart -m fast: first job won {:?} after the database was back",
+            first_win_after(&check, back_after_restart).await
+        );
+        eprintln!(
+            "stop, then start: database away {:?} (stopped in {:?}, started in {:?})",
+            started_again_at - stop_from,
+            stopped_at - stop_from,
+            started_again_at - starting_at
+        );
+        let stop_max = report_outages("stop/start", &ledger, stop_from, started_again_at);
+        eprintln!(
+            "stop/start: first job won {:?} after the database was back",
+            first_win_after(&check, back_after_start).await
+        );
+        assert!(
+            restart_max < Duration::from_secs(15),
+            "clients waited {restart_max:?} for a restart"
+        );
+        assert!(
+            stop_max < (started_again_at - stop_from) + Duration::from_secs(15),
+            "clients waited {stop_max:?} for a database away {:?}",
+            started_again_at - stop_from
+        );
+        eprintln!("whole test: {:?}", started.elapsed());
+        drop(cluster);
+    })
+    .await;
 }
 
 /// Kills the child process when dropped (a failing test leaves no worker behind).
@@ -696,38 +699,41 @@ impl Drop for KillOnDrop {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run as a child process by a_database_restart_loses_no_acknowledged_job_and_duplicates_none"]
 async fn restart_child_worker() {
-    let (Ok(urls), Ok(token)) = (
-        std::env::var("ONCEFLOW_CHILD_URL"),
-        std::env::var("ONCEFLOW_CHILD_TOKEN"),
-    ) else {
-        return;
-    };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_ansi(false)
-        .with_writer(std::io::stderr)
-        .try_init();
-    let workers: Vec<Worker> = urls
-        .split(',')
-        .enumerate()
-        .map(|(i, url)| {
-            Worker::builder(url, token.clone())
-                .worker_id(format!("restart-worker-{i}"))
-                .max_concurrent_attempts(8)
-                .poll_wait(Duration::from_secs(1))
-                .provider("work", "cpu", |_ctx: ActivityContext, w: Work| async move {
-                    tokio::time::sleep(Duration::from_millis(30)).await;
-                    Ok::<_, ActivityError>(Done { key: w.key })
-                })
-                .build()
-                .expect("build the worker")
-        })
-        .collect();
-    let runs = workers.iter().map(|w| w.run());
-    for outcome in futures::future::join_all(runs).await {
-        outcome.expect("the worker ran until killed");
-    }
+    onceflow_tests::time_limit_of(onceflow_tests::LONG_TEST_TIME_LIMIT, async {
+        let (Ok(urls), Ok(token)) = (
+            std::env::var("ONCEFLOW_CHILD_URL"),
+            std::env::var("ONCEFLOW_CHILD_TOKEN"),
+        ) else {
+            return;
+        };
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .try_init();
+        let workers: Vec<Worker> = urls
+            .split(',')
+            .enumerate()
+            .map(|(i, url)| {
+                Worker::builder(url, token.clone())
+                    .worker_id(format!("restart-worker-{i}"))
+                    .max_concurrent_attempts(8)
+                    .poll_wait(Duration::from_secs(1))
+                    .provider("work", "cpu", |_ctx: ActivityContext, w: Work| async move {
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        Ok::<_, ActivityError>(Done { key: w.key })
+                    })
+                    .build()
+                    .expect("build the worker")
+            })
+            .collect();
+        let runs = workers.iter().map(|w| w.run());
+        for outcome in futures::future::join_all(runs).await {
+            outcome.expect("the worker ran until killed");
+        }
+    })
+    .await;
 }

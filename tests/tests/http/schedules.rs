@@ -74,6 +74,23 @@ fn assert_consecutive_seconds(ticks: &[DateTime<Utc>]) {
     }
 }
 
+/// How many schedule ticks the process behind `api` fired itself, by its own metrics
+/// (`onceflow_schedule_ticks_total{outcome="fired"}`: counters count what this process did).
+async fn fired_by(api: &Api) -> u64 {
+    let text = api
+        .http
+        .get(format!("{}/metrics", api.url))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the metrics' text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("onceflow_schedule_ticks_total{outcome=\"fired\"} "))
+        .map_or(0, |n| n.parse::<f64>().expect("a count") as u64)
+}
+
 fn time(v: &Value) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(v.as_str().expect("a time"))
         .expect("RFC 3339")
@@ -245,17 +262,31 @@ rules! {
         let a = ServerProcess::start(&db.url(), &[]).await;
         let b = ServerProcess::start(&db.url(), &[]).await;
         assert_eq!(put(&a.api, &tokens.client, "both", &every_second("allow")).await.status, StatusCode::CREATED);
-        wait_for("five ticks fired", Duration::from_secs(15), || async {
+        // Both schedulers wake at each tick and race for it; which one fires it is up to
+        // the race. Ticks go on until each process has fired some.
+        wait_for("five ticks fired, some by each process", Duration::from_secs(60), || async {
             schedule(&b.api, &tokens.client, "both").await["fired_count"].as_u64() >= Some(5)
+                && fired_by(&a.api).await >= 1
+                && fired_by(&b.api).await >= 1
         }).await;
         let paused = b.api.post("/v1/schedules/both/pause", &tokens.client, &json!({})).await;
         let fired = paused.body["fired_count"].as_u64().unwrap();
         let ticks = ticks_of_jobs(&a.api, &tokens.client, "both").await;
         assert_eq!(ticks.len() as u64, fired, "exactly one job per tick");
         assert_consecutive_seconds(&ticks);
+        // Every `fired` event counts: a tick fired by both processes would be two.
         let events = a.api.get("/v1/schedules/both/events?limit=1000", &tokens.client).await.body["events"].as_array().cloned().unwrap();
-        let fired_events: BTreeSet<_> = events.iter().filter(|e| e["type"] == json!("fired")).map(|e| e["tick_at"].to_string()).collect();
-        assert_eq!(fired_events.len() as u64, fired, "one fired event per tick, no tick fired by both engines");
+        let fired_events: Vec<String> = events.iter().filter(|e| e["type"] == json!("fired")).map(|e| e["tick_at"].to_string()).collect();
+        assert_eq!(fired_events.len() as u64, fired, "one fired event per tick: {fired_events:?}");
+        assert_eq!(fired_events.iter().collect::<BTreeSet<_>>().len(), fired_events.len(), "no tick fired twice: {fired_events:?}");
+        // Each process counts the ticks it fired (its own `/metrics`, counted after each
+        // pass commits): together, each tick once; each process, some.
+        wait_for("both processes to count the ticks they fired", Duration::from_secs(10), || async {
+            fired_by(&a.api).await + fired_by(&b.api).await >= fired
+        }).await;
+        let (by_a, by_b) = (fired_by(&a.api).await, fired_by(&b.api).await);
+        assert_eq!(by_a + by_b, fired, "each tick fired by one process: {by_a} by one, {by_b} by the other");
+        assert!(by_a >= 1 && by_b >= 1, "both processes fired ticks: {by_a} and {by_b}");
     }
 
     async fn an_engine_stopped_across_three_ticks_catches_up_within_the_window(db) {

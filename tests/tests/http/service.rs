@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use onceflow_engine::http::ServerConfig;
 use onceflow_engine::store::postgres::PgStore;
+use onceflow_engine::store::sqlite::SqliteStore;
+use onceflow_engine::store::Store;
 use onceflow_engine::Engine;
-use onceflow_tests::rules;
 use onceflow_tests::server::{TestServer, Tokens};
+use onceflow_tests::{rules, Backend};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -20,11 +22,25 @@ rules! {
 
     async fn readyz_answers_503_when_the_database_does_not(db) {
         let tokens = Tokens::mint(&db.engine()).await;
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .acquire_timeout(Duration::from_millis(500))
-            .connect_lazy("postgres://postgres@127.0.0.1:1/nowhere")
-            .unwrap();
-        let server = TestServer::start_engine(Engine::new(Arc::new(PgStore::new(pool))), tokens, ServerConfig::default()).await;
+        // A store of this variant's kind whose database does not answer.
+        let store: Arc<dyn Store> = match db.backend() {
+            // A server that is not there: nothing listens on port 1.
+            Backend::Postgres => {
+                let pool = sqlx::postgres::PgPoolOptions::new()
+                    .acquire_timeout(Duration::from_millis(500))
+                    .connect_lazy("postgres://postgres@127.0.0.1:1/nowhere")
+                    .unwrap();
+                Arc::new(PgStore::new(pool))
+            }
+            // The test's own database file, through a store whose connections are gone:
+            // every call is refused before it reaches the file (sqlx's `PoolClosed`).
+            Backend::Sqlite => {
+                let store = SqliteStore::connect(&db.url(), 2).await.expect("open the SQLite test database");
+                store.pool().close().await;
+                Arc::new(store)
+            }
+        };
+        let server = TestServer::start_engine(Engine::new(store), tokens, ServerConfig::default()).await;
         assert_eq!(server.api.send(Method::GET, "/healthz", None, &[], None).await.status, StatusCode::OK);
         let ready = server.api.send(Method::GET, "/readyz", None, &[], None).await;
         assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use onceflow_engine::http::ServerConfig;
-use onceflow_tests::rules;
 use onceflow_tests::server::TestServer;
+use onceflow_tests::{metric, rules, wait_for};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -61,11 +61,15 @@ rules! {
         let api = server.api.clone();
         let worker = server.tokens.worker.clone();
         let poll = tokio::spawn(async move { api.poll(&worker, "primary-llm", 30_000).await });
-        // Give the poll time to find nothing and start waiting.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The poll found nothing and waits for work (the engine counts it as waiting).
+        wait_for("the poll to wait for work", Duration::from_secs(10), || async {
+            metric(&server.engine, "onceflow_long_polls_waiting").await == 1.0
+        })
+        .await;
         server.api.submit(&server.tokens.client, "k", &json!({"activity": "generate", "providers": ["primary-llm"]})).await;
         let tasks = tokio::time::timeout(Duration::from_secs(25), poll).await.expect("the poll returned before its wait").unwrap();
         assert_eq!(tasks.len(), 1, "woken with the task, not at the end of wait_ms");
+        assert_eq!(metric(&server.engine, "onceflow_long_polls_waiting").await, 0.0, "no longer waiting");
     }
 
     async fn a_long_poll_with_nothing_to_do_returns_an_empty_list(db) {

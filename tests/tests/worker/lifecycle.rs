@@ -163,22 +163,25 @@ rules! {
 #[tokio::test]
 #[ignore = "run as a child process by a_worker_process_killed_mid_attempt_leaves_it_unknown_not_rerun"]
 async fn child_worker_process() {
-    let (Ok(url), Ok(token)) = (
-        std::env::var("ONCEFLOW_CHILD_URL"),
-        std::env::var("ONCEFLOW_CHILD_TOKEN"),
-    ) else {
-        return;
-    };
-    let worker = Worker::builder(url, token)
-        .provider(
-            "work",
-            "cpu",
-            |_ctx: ActivityContext, _w: Work| async move {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                Ok::<_, ActivityError>(Done { n: 0 })
-            },
-        )
-        .build()
-        .unwrap();
-    worker.run().await.unwrap();
+    onceflow_tests::time_limit(async {
+        let (Ok(url), Ok(token)) = (
+            std::env::var("ONCEFLOW_CHILD_URL"),
+            std::env::var("ONCEFLOW_CHILD_TOKEN"),
+        ) else {
+            return;
+        };
+        let worker = Worker::builder(url, token)
+            .provider(
+                "work",
+                "cpu",
+                |_ctx: ActivityContext, _w: Work| async move {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    Ok::<_, ActivityError>(Done { n: 0 })
+                },
+            )
+            .build()
+            .unwrap();
+        worker.run().await.unwrap();
+    })
+    .await;
 }

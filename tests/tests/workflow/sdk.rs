@@ -357,26 +357,29 @@ rules! {
 #[tokio::test]
 #[ignore = "run as a child process by a_worker_killed_between_steps_is_replaced_without_rerunning_completed_activities"]
 async fn child_pipeline_worker() {
-    let (Ok(url), Ok(token)) = (
-        std::env::var("ONCEFLOW_CHILD_URL"),
-        std::env::var("ONCEFLOW_CHILD_TOKEN"),
-    ) else {
-        return;
-    };
-    let worker = Worker::builder(url, token)
-        .workflow("pipeline", pipeline)
-        .provider(
-            "fetch",
-            "fetch",
-            |_ctx: ActivityContext, t: Text| async move {
-                Ok::<_, ActivityError>(Text {
-                    text: format!("page of {}", t.text),
-                })
-            },
-        )
-        .build()
-        .unwrap();
-    worker.run().await.unwrap();
+    onceflow_tests::time_limit(async {
+        let (Ok(url), Ok(token)) = (
+            std::env::var("ONCEFLOW_CHILD_URL"),
+            std::env::var("ONCEFLOW_CHILD_TOKEN"),
+        ) else {
+            return;
+        };
+        let worker = Worker::builder(url, token)
+            .workflow("pipeline", pipeline)
+            .provider(
+                "fetch",
+                "fetch",
+                |_ctx: ActivityContext, t: Text| async move {
+                    Ok::<_, ActivityError>(Text {
+                        text: format!("page of {}", t.text),
+                    })
+                },
+            )
+            .build()
+            .unwrap();
+        worker.run().await.unwrap();
+    })
+    .await;
 }
 
 /// Races `fetch` (listed first, `biased`) against a timer or against `store`, then asks
