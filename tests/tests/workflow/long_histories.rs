@@ -216,7 +216,9 @@ rules! {
         assert_eq!(complete(&engine, &t2_again, vec![timer(1, 0)], Some(1)).await, WorkflowTaskOutcome::Applied);
         let late = CompleteWorkflowTaskRequest { lease_token: t2.lease_token, read_version: t2.read_version, commands: vec![timer(1, 0)], sticky_horizon: Some(1) };
         assert_eq!(engine.complete_workflow_task(&Scope::AllOwners, t2.job_id, &late).await.unwrap(), WorkflowTaskOutcome::Stale, "the late keeper loses");
-        let t3 = workflow_task(&engine, "w1").await.unwrap();
+        // The stale completion's transaction rolls back as its connection goes back to the
+        // pool; until then the claim passes over the locked job (SKIP LOCKED).
+        let t3 = wait_for_task(&engine, "w1").await;
         assert_eq!((t3.since_arrival, seqs(&t3)), (None, vec![0, 1]), "w2 keeps the run now: w1 gets the whole history");
         // The keeper is right, but the job moved without a task of it (the owner's cancel
         // of a compensating workflow moves the version): whole again.
