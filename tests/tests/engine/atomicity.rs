@@ -9,43 +9,31 @@ use onceflow_tests::{
 };
 use serde_json::json;
 
-/// Installs a trigger that makes every insert of a `kind` event into `job_events` fail, as
-/// a database that cannot write the event would (SQLite: `RAISE(ABORT, …)`).
+/// Makes every insert of a `kind` event into `job_events` fail, as a database that
+/// cannot write the event would: a CHECK constraint on PostgreSQL (which Citus carries to
+/// every shard, where it refuses triggers), a trigger with `RAISE(ABORT, …)` on SQLite
+/// (which cannot add a constraint to a table).
 async fn refuse_events(db: &TestDb, kind: &str) {
-    match db.backend() {
+    let sql = match db.backend() {
         Backend::Postgres => {
-            db.execute(
-                "CREATE FUNCTION refuse_event() RETURNS trigger LANGUAGE plpgsql AS $$
-                 BEGIN RAISE EXCEPTION 'the test refuses % events', NEW.type; END $$",
-            )
-            .await
-            .expect("create the trigger's function");
-            db.execute(&format!(
-                "CREATE TRIGGER refuse_event BEFORE INSERT ON job_events FOR EACH ROW
-                 WHEN (NEW.type = '{kind}') EXECUTE FUNCTION refuse_event()"
-            ))
-            .await
-            .expect("create the trigger");
+            format!("ALTER TABLE job_events ADD CONSTRAINT refuse_event CHECK (type <> '{kind}')")
         }
-        Backend::Sqlite => {
-            db.execute(&format!(
-                "CREATE TRIGGER refuse_event BEFORE INSERT ON job_events FOR EACH ROW
-                 WHEN NEW.type = '{kind}'
-                 BEGIN SELECT RAISE(ABORT, 'the test refuses {kind} events'); END"
-            ))
-            .await
-            .expect("create the trigger");
-        }
-    }
+        Backend::Sqlite => format!(
+            "CREATE TRIGGER refuse_event BEFORE INSERT ON job_events FOR EACH ROW
+             WHEN NEW.type = '{kind}'
+             BEGIN SELECT RAISE(ABORT, 'the test refuses {kind} events'); END"
+        ),
+    };
+    db.execute(&sql).await.expect("refuse the events");
 }
 
-/// Removes the trigger of [`refuse_events`].
+/// Lets the events of [`refuse_events`] be written again.
 async fn accept_events(db: &TestDb) {
-    let drop = match db.backend() {
-        Backend::Postgres => "DROP TRIGGER refuse_event ON job_events",
+    let sql = match db.backend() {
+        Backend::Postgres => "ALTER TABLE job_events DROP CONSTRAINT refuse_event",
         Backend::Sqlite => "DROP TRIGGER refuse_event",
     };
-    db.execute(drop).await.expect("drop the trigger");
+    db.execute(sql).await.expect("accept the events again");
 }
 
 rules! {
