@@ -380,8 +380,8 @@ pub struct CompletionAnswer {
 pub struct ContractRequest {
     /// The activity.
     pub activity: String,
-    /// A JSON Schema every result must satisfy.
-    #[schema(value_type = Object)]
+    /// A JSON Schema every result must satisfy: an object, or a boolean schema.
+    #[schema(schema_with = json_schema)]
     pub output_schema: Value,
 }
 
@@ -508,8 +508,9 @@ pub struct ContractSummary {
     pub activity: String,
     /// Names the schema; certifications refer to it.
     pub contract_hash: String,
-    /// The JSON Schema every committed result must satisfy.
-    #[schema(value_type = Object)]
+    /// The JSON Schema every committed result must satisfy (an object, or a boolean
+    /// schema).
+    #[schema(schema_with = json_schema)]
     pub output_schema: Value,
     /// When the contract was (last) registered.
     pub created_at: chrono::DateTime<chrono::Utc>,
@@ -534,4 +535,17 @@ pub struct ContractList {
 pub fn opaque_lease_token<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Uuid, D::Error> {
     let text = String::deserialize(deserializer)?;
     Ok(Uuid::parse_str(&text).unwrap_or(Uuid::nil()))
+}
+
+/// The OpenAPI schema of a JSON Schema: an object, or a boolean schema (`true` accepts
+/// every result, `false` none).
+fn json_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+    Schema::OneOf(
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::Object))
+            .item(ObjectBuilder::new().schema_type(Type::Boolean))
+            .description(Some("A JSON Schema: an object, or a boolean schema."))
+            .build(),
+    )
 }
